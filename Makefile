@@ -1,0 +1,41 @@
+# spec-vetting: the two commands that work on a fresh machine are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+DEMO_OUT ?= demo-out
+
+.PHONY: setup test demo bench clean browser
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	# torch first, as the CPU build, so the `local` extra does not pull a CUDA build
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[local,dev]'
+	touch $@
+
+setup: $(VENV)/.installed browser
+
+# Headless Chromium for the review-page tests (Debian package; skipped when apt is unavailable).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "chromium not found: the review-page browser tests will be skipped (apt-get install chromium)"; fi; }
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/spec-vet make-examples $(DEMO_OUT)/examples --n 40 --seed 1
+	$(VENV)/bin/spec-vet run --candidates $(DEMO_OUT)/examples/candidates.csv \
+	  --task cv --task carbon --task ss --task gm --task wd \
+	  --engine rules --out $(DEMO_OUT)/catalog --workers 2
+	$(VENV)/bin/spec-vet catalog summary $(DEMO_OUT)/catalog
+
+bench: $(VENV)/.installed
+	$(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) $(DEMO_OUT) *.egg-info

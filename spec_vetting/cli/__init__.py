@@ -1,0 +1,72 @@
+"""`spec-vet`: the command line. Each command lives in its own module and is loaded on first use.
+
+Exit codes: 0 done (per-candidate errors are rows, not failures); 1 the work could not finish (safe to rerun);
+2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import click
+
+from .. import __version__
+
+#: command name -> "module:attribute"; a module is imported only when its command runs or help is shown
+COMMANDS: dict[str, str] = {
+    "info": "spec_vetting.cli.info:info",
+    "make-examples": "spec_vetting.cli.examples:make_examples",
+    "render": "spec_vetting.cli.render:render",
+    "tasks": "spec_vetting.cli.tasks:tasks",
+    "inspect": "spec_vetting.cli.inspect:inspect_cmd",
+    "run": "spec_vetting.cli.run:run",
+    "catalog": "spec_vetting.cli.catalog:catalog",
+    "endpoints": "spec_vetting.cli.endpoints:endpoints",
+    "plan": "spec_vetting.cli.plan:plan",
+    "eval": "spec_vetting.cli.evaluate:eval_cmd",
+    "bench": "spec_vetting.cli.bench:bench",
+    "review-queue": "spec_vetting.cli.review:review_queue",
+    "report": "spec_vetting.cli.report:report",
+    "export": "spec_vetting.cli.export:export",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:  # command not built in this version
+                return None
+            raise
+        return getattr(module, attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="spec-vet")
+def main() -> None:
+    """Vet rare-object candidates in LAMOST, SDSS and DESI spectra with the Spec-o3 inspection agent.
+
+    \b
+    Typical use:
+      spec-vet info spec-55862-B6212_sp06-006.fits        what is in a survey file
+      spec-vet render FILE --range 6500 6620 -o ha.png    the picture the model sees
+      spec-vet inspect FILE --task cv                     one inspection (rules engine, no GPU)
+      spec-vet run --candidates list.csv --task cv --out catalog/
+      spec-vet eval catalog/                              metrics against labels
+
+    Set SPEC_VETTING_LOG=DEBUG for verbose logs.
+    """
+    logging.basicConfig(
+        level=os.environ.get("SPEC_VETTING_LOG", "WARNING").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )

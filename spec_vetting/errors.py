@@ -1,0 +1,86 @@
+"""Typed exceptions. Every message names what failed (file, row, target) and what to do about it."""
+
+from __future__ import annotations
+
+
+class SpecVettingError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+    #: a short machine-readable kind, recorded as ``error_kind`` in catalogs
+    kind = "error"
+
+
+class SpectrumReadError(SpecVettingError):
+    """A spectrum could not be read: not FITS, truncated, unknown layout, missing HDU or column, no good pixel..."""
+
+    kind = "read_error"
+
+    def __init__(self, path, reason: str, *, target=None, hint: str | None = None):
+        self.path = str(path)
+        self.reason = reason
+        self.target = target
+        self.hint = hint
+        where = self.path if target is None else f"{self.path} (target {target})"
+        msg = f"{where}: {reason}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class UnsupportedFormatError(SpectrumReadError):
+    """The file is FITS but no reader recognises its layout (or it is a layout we refuse, like LAMOST MRS)."""
+
+    kind = "unsupported_format"
+
+
+class TargetNotFoundError(SpectrumReadError):
+    """A target asked for (e.g. a DESI TARGETID) is missing from the file or unusable."""
+
+    kind = "target_not_found"
+
+
+class CandidateListError(SpecVettingError):
+    """A candidate list is malformed: missing column, bad value in a row, unreadable table."""
+
+    kind = "candidate_list_error"
+
+    def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
+        self.path = str(path)
+        self.row = row
+        self.reason = reason
+        self.hint = hint
+        where = self.path if row is None else f"{self.path}, row {row}"
+        msg = f"{where}: {reason}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class RenderError(SpecVettingError):
+    """A picture could not be drawn (e.g. no point falls inside the requested window)."""
+
+    kind = "render_error"
+
+
+class ConfigError(SpecVettingError):
+    """A job file, task file or option is invalid."""
+
+    kind = "config_error"
+
+
+class EngineError(SpecVettingError):
+    """The engine could not produce the next assistant turn (after its own retries)."""
+
+    kind = "engine_error"
+
+    def __init__(self, message: str, *, kind: str | None = None, endpoint: str | None = None):
+        if kind:
+            self.kind = kind
+        self.endpoint = endpoint
+        super().__init__(message)
+
+
+class EndpointUnavailableError(EngineError):
+    """The endpoint an inspection was pinned to died; the inspection should be rerun on another one."""
+
+    kind = "endpoint_unavailable"

@@ -1,0 +1,123 @@
+"""Plain data types of the inspection layer: conversation messages, parsed calls and answers, turns, results.
+
+Wire-neutral on purpose: engines translate :class:`Message` into their own format (OpenAI JSON, token ids, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Verdict = Literal["YES", "NO", "UNDECIDED", "ERROR"]
+AnswerStatus = Literal["well_formed", "recovered", "none"]
+
+
+@dataclass(frozen=True)
+class TextPart:
+    text: str
+
+
+@dataclass(frozen=True)
+class ImagePart:
+    png: bytes  # PNG bytes exactly as rendered; identical bytes across turns keep the server's prefix cache warm
+
+
+Part = TextPart | ImagePart
+
+
+@dataclass
+class Message:
+    role: Literal["system", "user", "assistant"]
+    parts: list[Part]
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def images(self) -> list[bytes]:
+        return [p.png for p in self.parts if isinstance(p, ImagePart)]
+
+
+@dataclass
+class ToolCall:
+    """The first ``<tool_call>`` of an assistant text. ``error`` is None when the call is usable."""
+
+    name: str | None
+    arguments: dict[str, Any]
+    error: str | None = None
+    raw: str = ""
+
+
+@dataclass
+class Answer:
+    verdict: Literal["YES", "NO"] | None
+    status: AnswerStatus
+    fallback: str | None = None  # which fallback of protocol section 5 produced a recovered verdict
+    justification: str = ""
+
+
+@dataclass
+class Usage:
+    """Token usage of one request. None means the server did not report it (recorded as missing, not zero)."""
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cached_tokens: int | None = None
+
+
+@dataclass
+class Turn:
+    """One assistant turn and what the tool answered to it."""
+
+    index: int  # 0-based assistant turn number
+    assistant_text: str
+    tool_call: ToolCall | None = None
+    tool_response_text: str | None = None
+    image_png: bytes | None = None  # the picture the tool answered with, if any
+    zoom_window: tuple[float, float] | None = None  # rest-frame Å, as plotted
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    endpoint: str | None = None
+    finish_reason: str | None = None
+
+
+@dataclass
+class InspectionResult:
+    """A whole inspection: the trajectory and its verdict. Exactly one per (candidate, task)."""
+
+    candidate_id: str
+    task: str
+    verdict: Verdict
+    status: AnswerStatus = "none"
+    fallback: str | None = None
+    justification: str = ""
+    p_yes: float | None = None
+    p_yes_source: str | None = None  # "logprobs" | "self_consistency" | "rules_score" | None
+    reason: str | None = None  # why UNDECIDED (budget, no answer, ...) in words
+    error_kind: str | None = None
+    error_message: str | None = None
+    engine: str = ""
+    engine_version: str | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    renderer_version: str | None = None
+    redshift_used: float | None = None
+    initial_image_png: bytes | None = None
+    turns: list[Turn] = field(default_factory=list)
+    attempts: int = 1  # inspections rerun from the start after an endpoint died count here
+    started_at: float | None = None  # unix seconds
+    elapsed_s: float = 0.0
+
+    @property
+    def n_tool_calls(self) -> int:
+        return sum(1 for t in self.turns if t.tool_call is not None)
+
+    def usage_totals(self) -> Usage:
+        def total(attr):
+            vals = [getattr(t.usage, attr) for t in self.turns]
+            if not vals or all(v is None for v in vals):
+                return None
+            return sum(v for v in vals if v is not None)
+
+        return Usage(total("prompt_tokens"), total("completion_tokens"), total("cached_tokens"))
