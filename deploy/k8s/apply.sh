@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Apply the Kubernetes manifests: SGLang replicas (+ chat template ConfigMap), the Dask cluster, the run Job.
+#   deploy/k8s/apply.sh JOB.yaml [--namespace NS] [--dry-run]
+# --dry-run prints the exact kubectl commands and checks nothing.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+job="" ns=default dry_run=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --namespace) ns="$2"; shift 2 ;;
+    --dry-run) dry_run=1; shift ;;
+    -h|--help) sed -n '2,4p' "$0"; exit 0 ;;
+    -*) echo "apply.sh: unknown option '$1'" >&2; exit 2 ;;
+    *) job="$1"; shift ;;
+  esac
+done
+[ -n "$job" ] || { echo "usage: apply.sh JOB.yaml [--namespace NS] [--dry-run]" >&2; exit 2; }
+
+cmds=(
+  "kubectl -n $ns create configmap spec-o3-chat-template --from-file=chat_template.jinja=$here/../chat_template.jinja --dry-run=client -o yaml | kubectl -n $ns apply -f -"
+  "kubectl -n $ns apply -f $here/sglang.yaml"
+  "kubectl -n $ns rollout status statefulset/spec-o3 --timeout=30m"
+  "kubectl -n $ns apply -f $here/dask.yaml"
+  "kubectl -n $ns create configmap spec-vet-job --from-file=job.yaml=$job --dry-run=client -o yaml | kubectl -n $ns apply -f -"
+  "kubectl -n $ns apply -f $here/job.yaml"
+)
+for c in "${cmds[@]}"; do
+  if [ "$dry_run" = 1 ]; then echo "$c"; else echo "+ $c" >&2; bash -c "$c"; fi
+done
