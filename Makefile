@@ -17,12 +17,13 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed browser
 
-# Headless Chromium for the review-page tests (Debian package; skipped when apt is unavailable).
+# Debian packages some tests use: headless Chromium (review page) and shellcheck (deploy scripts).
+# Installed when running as root with apt; otherwise those tests skip and say why.
 browser:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium >/dev/null 2>&1 && command -v shellcheck >/dev/null 2>&1; } || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-	  else echo "chromium not found: the review-page browser tests will be skipped (apt-get install chromium)"; fi; }
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium shellcheck >/dev/null; \
+	  else echo "chromium/shellcheck not found: their tests will be skipped (apt-get install chromium shellcheck)"; fi; }
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
