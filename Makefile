@@ -13,6 +13,7 @@ $(VENV)/.installed: pyproject.toml
 	# torch first, as the CPU build, so the `local` extra does not pull a CUDA build
 	$(PIP) install torch==2.13.0
 	$(PIP) install -e '.[local,dev]'
+	$(MAKE) --no-print-directory browser
 	touch $@
 
 setup: $(VENV)/.installed browser
