@@ -1,0 +1,359 @@
+"""Classical spectral measurements on numpy arrays, in the rest frame, honouring ivar and mask.
+
+Pure numpy, no plotting, no survey knowledge: the rules engine (``rules.py``) asks these functions for numbers and
+turns them into a verdict. Every measurement comes back as a :class:`Measurement`; one that the data cannot support
+(window outside the coverage, too many masked pixels, too little signal) has ``value=None`` and says why, so the
+engine can answer UNDECIDED with that reason instead of guessing.
+
+Conventions
+-----------
+* Wavelengths are rest-frame vacuum Å (observed / (1 + z)).
+* Equivalent width ``EW = ∫ (1 - F/C) dλ`` over the line window, in Å: **positive for absorption, negative for
+  emission** (the usual stellar convention; an Hα emission line of a CV has EW ≈ -30 Å).
+* Band depth ``D = 1 - F_band / F_cont``: positive when the band absorbs (0.3 = 30 % below the pseudo-continuum).
+* Errors are 1-sigma from the inverse variance; the pseudo-continuum's error is propagated.
+* A "window" is a closed interval ``(lo, hi)`` in Å. Pseudo-continuum windows are means of the good pixels inside
+  them, joined by a straight line (one window: a flat continuum).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+C_KM_S = 299_792.458
+
+#: fraction of a window's pixels that must be good (unmasked, ivar > 0, finite) and inside the coverage
+MIN_COVERAGE = 0.6
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured number with its error, or why it could not be measured."""
+
+    name: str
+    value: float | None
+    error: float | None = None
+    unit: str = ""
+    why: str | None = None  # set when value is None: what stopped the measurement, in words
+    windows: tuple[tuple[float, float], ...] = ()  # rest-frame windows the number was read from
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+    @property
+    def snr(self) -> float:
+        """|value| / error (inf when the error is zero, 0 when not measurable)."""
+        if self.value is None:
+            return 0.0
+        if not self.error:
+            return float("inf")
+        return abs(self.value) / self.error
+
+    def fmt(self, digits: int = 2) -> str:
+        """``name = value ± error unit`` or ``name not measurable (why)``."""
+        if self.value is None:
+            return f"{self.name} not measurable ({self.why})"
+        err = f" ± {self.error:.{digits}f}" if self.error is not None and np.isfinite(self.error) else ""
+        unit = f" {self.unit}" if self.unit else ""
+        return f"{self.name} = {self.value:.{digits}f}{err}{unit}"
+
+
+class NotMeasurable(Exception):
+    """Raised inside this module when a window cannot support a number; turned into ``Measurement(why=...)``."""
+
+
+@dataclass
+class RestSpectrum:
+    """Rest-frame arrays of one spectrum, with only what measurements need."""
+
+    wavelength: np.ndarray
+    flux: np.ndarray
+    ivar: np.ndarray
+    good: np.ndarray  # not masked, ivar > 0, finite flux
+    redshift: float = 0.0
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_arrays(cls, wavelength, flux, ivar=None, mask=None, redshift: float | None = 0.0) -> RestSpectrum:
+        wl = np.asarray(wavelength, dtype=np.float64)
+        fl = np.asarray(flux, dtype=np.float64)
+        iv = np.ones_like(fl) if ivar is None else np.asarray(ivar, dtype=np.float64)
+        bad = np.zeros(fl.shape, bool) if mask is None else np.asarray(mask, dtype=bool)
+        z = 0.0 if redshift is None or not np.isfinite(redshift) else float(redshift)
+        good = ~bad & np.isfinite(fl) & np.isfinite(iv) & (iv > 0)
+        return cls(wl / (1.0 + z), fl, np.where(good, iv, 0.0), good, z)
+
+    @classmethod
+    def from_spectrum(cls, spectrum, redshift: float | None) -> RestSpectrum:
+        """From a :class:`spec_vetting.spectrum.Spectrum` (observed frame) and the redshift the zoom tool uses."""
+        return cls.from_arrays(spectrum.wavelength, spectrum.flux, spectrum.ivar, spectrum.mask, redshift)
+
+    @property
+    def coverage(self) -> tuple[float, float]:
+        return float(self.wavelength[0]), float(self.wavelength[-1])
+
+    def select(self, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+        """(all pixels in [lo, hi], good pixels in [lo, hi]) as index slices/masks, via binary search."""
+        i0, i1 = np.searchsorted(self.wavelength, [lo, hi], side="left")
+        i1 = max(i1, i0)
+        return np.arange(i0, i1), self.good[i0:i1]
+
+
+def _window_stats(rs: RestSpectrum, lo: float, hi: float) -> tuple[float, float, int]:
+    """Mean flux of the good pixels in [lo, hi], its 1-sigma error and the number of good pixels.
+
+    Raises NotMeasurable when the window is outside the coverage or too many of its pixels are bad.
+    """
+    key = (lo, hi)
+    hit = rs._cache.get(key)
+    if hit is not None:
+        if isinstance(hit, str):
+            raise NotMeasurable(hit)
+        return hit
+    wmin, wmax = rs.coverage
+    try:
+        if hi <= wmin or lo >= wmax:
+            raise NotMeasurable(f"window {lo:.0f}-{hi:.0f} Å is outside the rest-frame coverage {wmin:.0f}-{wmax:.0f} Å")
+        covered = (min(hi, wmax) - max(lo, wmin)) / (hi - lo)
+        idx, good = rs.select(lo, hi)
+        if idx.size < 2:
+            raise NotMeasurable(f"window {lo:.0f}-{hi:.0f} Å holds fewer than 2 pixels")
+        frac = covered * np.count_nonzero(good) / idx.size
+        if frac < MIN_COVERAGE:
+            raise NotMeasurable(
+                f"window {lo:.0f}-{hi:.0f} Å is {100 * (1 - frac):.0f}% masked or outside the coverage"
+            )
+        sel = idx[good]
+        f = rs.flux[sel]
+        n = sel.size
+        mean = float(f.mean())
+        err = float(np.sqrt(np.sum(1.0 / rs.ivar[sel])) / n)
+        out = (mean, err, n)
+    except NotMeasurable as exc:
+        rs._cache[key] = str(exc)
+        raise
+    rs._cache[key] = out
+    return out
+
+
+def window_flux(rs: RestSpectrum, lo: float, hi: float, name: str = "flux") -> Measurement:
+    """Mean flux in a window with its error."""
+    try:
+        mean, err, _ = _window_stats(rs, lo, hi)
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=((lo, hi),))
+    return Measurement(name, mean, err, windows=((lo, hi),))
+
+
+def _continuum_at(rs: RestSpectrum, x: float, conts: tuple[tuple[float, float], ...]) -> tuple[float, float]:
+    """Pseudo-continuum at ``x`` from one window (flat) or two (straight line through their centres), with error."""
+    stats = [_window_stats(rs, lo, hi) for lo, hi in conts]
+    if len(stats) == 1:
+        return stats[0][0], stats[0][1]
+    (c1, e1, _), (c2, e2, _) = stats[0], stats[-1]
+    x1 = 0.5 * sum(conts[0])
+    x2 = 0.5 * sum(conts[-1])
+    t = (x - x1) / (x2 - x1)
+    value = c1 + t * (c2 - c1)
+    error = float(np.hypot((1 - t) * e1, t * e2))
+    return float(value), error
+
+
+def _positive_continuum(value: float, error: float, what: str) -> None:
+    if not np.isfinite(value) or value <= 0 or value < 2.0 * error:
+        raise NotMeasurable(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
+
+
+def equivalent_width(
+    rs: RestSpectrum, line: tuple[float, float], conts: tuple[tuple[float, float], ...], name: str = "EW"
+) -> Measurement:
+    """EW in Å of the line window against the pseudo-continuum: positive = absorption, negative = emission."""
+    windows = (line, *conts)
+    try:
+        f, ef, _ = _window_stats(rs, *line)
+        c, ec = _continuum_at(rs, 0.5 * (line[0] + line[1]), conts)
+        _positive_continuum(c, ec, name)
+    except NotMeasurable as exc:
+        return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
+    width = line[1] - line[0]
+    ew = width * (1.0 - f / c)
+    err = width * float(np.hypot(ef / c, f * ec / c**2))
+    return Measurement(name, float(ew), err, "Å", windows=windows)
+
+
+def band_depth(
+    rs: RestSpectrum, band: tuple[float, float], conts: tuple[tuple[float, float], ...], name: str = "depth"
+) -> Measurement:
+    """``1 - F_band / F_cont``: positive when the band absorbs."""
+    windows = (band, *conts)
+    try:
+        f, ef, _ = _window_stats(rs, *band)
+        c, ec = _continuum_at(rs, 0.5 * (band[0] + band[1]), conts)
+        _positive_continuum(c, ec, name)
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=windows)
+    return Measurement(name, float(1.0 - f / c), float(np.hypot(ef / c, f * ec / c**2)), windows=windows)
+
+
+def flux_ratio(rs: RestSpectrum, num: tuple[float, float], den: tuple[float, float], name: str = "ratio") -> Measurement:
+    """Mean flux in ``num`` over mean flux in ``den``."""
+    windows = (num, den)
+    try:
+        a, ea, _ = _window_stats(rs, *num)
+        b, eb, _ = _window_stats(rs, *den)
+        _positive_continuum(b, eb, name)
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=windows)
+    return Measurement(name, float(a / b), float(np.hypot(ea / b, a * eb / b**2)), windows=windows)
+
+
+def continuum_slope(
+    rs: RestSpectrum, blue: tuple[float, float], red: tuple[float, float], name: str = "slope"
+) -> Measurement:
+    """Power-law index α of F_λ ∝ λ^α between two windows (hot blue objects: α < -2; cool stars: α > 0)."""
+    windows = (blue, red)
+    try:
+        a, ea, _ = _window_stats(rs, *blue)
+        b, eb, _ = _window_stats(rs, *red)
+        if a <= 0 or b <= 0:
+            raise NotMeasurable(f"{name}: non-positive mean flux in a slope window")
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=windows)
+    lever = np.log(0.5 * sum(red) / (0.5 * sum(blue)))
+    alpha = float(np.log(b / a) / lever)
+    err = float(np.hypot(ea / a, eb / b) / lever)
+    return Measurement(name, alpha, err, windows=windows)
+
+
+def snr_per_angstrom(rs: RestSpectrum, lo: float, hi: float, name: str = "S/N") -> Measurement:
+    """Median per-pixel S/N in the window scaled to one Å (so surveys with different pixel sizes compare)."""
+    try:
+        _window_stats(rs, lo, hi)
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=((lo, hi),))
+    idx, good = rs.select(lo, hi)
+    sel = idx[good]
+    snr = rs.flux[sel] * np.sqrt(rs.ivar[sel])
+    pix = float(np.median(np.diff(rs.wavelength[idx]))) if idx.size > 1 else 1.0
+    return Measurement(name, float(np.median(snr) / np.sqrt(pix)), None, "/Å", windows=((lo, hi),))
+
+
+def _normalised_profile(
+    rs: RestSpectrum, center: float, half: float, conts: tuple[tuple[float, float], ...]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(wavelength, F/C - 1, its error) of the good pixels within ``center ± half``."""
+    c_lo, _ = _continuum_at(rs, center - half, conts)
+    c_hi, ec = _continuum_at(rs, center + half, conts)
+    _positive_continuum(min(c_lo, c_hi), ec, "profile")
+    idx, good = rs.select(center - half, center + half)
+    sel = idx[good]
+    if sel.size < 5:
+        raise NotMeasurable(f"fewer than 5 good pixels within {center:.0f} ± {half:.0f} Å")
+    if sel.size < MIN_COVERAGE * idx.size:
+        raise NotMeasurable(f"{center:.0f} ± {half:.0f} Å is more than {100 * (1 - MIN_COVERAGE):.0f}% masked")
+    wl = rs.wavelength[sel]
+    x1, x2 = 0.5 * sum(conts[0]), 0.5 * sum(conts[-1])
+    c1, _ = _continuum_at(rs, x1, conts)
+    c2, _ = _continuum_at(rs, x2, conts)
+    cont = c1 + (wl - x1) / (x2 - x1) * (c2 - c1) if len(conts) > 1 else np.full(wl.shape, c1)
+    return wl, rs.flux[sel] / cont - 1.0, 1.0 / (np.sqrt(rs.ivar[sel]) * cont)
+
+
+def _smooth(y: np.ndarray, n: int) -> np.ndarray:
+    if n <= 1 or y.size < n:
+        return y
+    kernel = np.ones(n) / n
+    return np.convolve(np.pad(y, n // 2, mode="edge"), kernel, mode="valid")[: y.size]
+
+
+def line_fwhm(
+    rs: RestSpectrum,
+    center: float,
+    half: float,
+    conts: tuple[tuple[float, float], ...],
+    *,
+    emission: bool,
+    smooth_a: float = 4.0,
+    min_peak_snr: float = 4.0,
+    name: str = "FWHM",
+) -> Measurement:
+    """Full width at half maximum (Å) of the emission peak or absorption trough nearest ``center``.
+
+    The profile ``F/C - 1`` within ``center ± half`` is boxcar-smoothed over ``smooth_a`` Å; the half-maximum
+    crossings are interpolated linearly. Not measurable when the extremum is below ``min_peak_snr`` sigma or a
+    crossing falls outside the window (the line is wider than the window).
+    """
+    windows = ((center - half, center + half), *conts)
+    try:
+        wl, y, ey = _normalised_profile(rs, center, half, conts)
+        if not emission:
+            y = -y
+        pix = float(np.median(np.diff(wl)))
+        n = max(1, int(round(smooth_a / pix)))
+        ys = _smooth(y, n)
+        core = np.abs(wl - center) <= max(4.0, 0.15 * half)
+        if not core.any():
+            raise NotMeasurable(f"no good pixel near {center:.0f} Å")
+        k = int(np.flatnonzero(core)[np.argmax(ys[core])])
+        peak = ys[k]
+        noise = float(np.median(ey)) / np.sqrt(n)
+        if peak < min_peak_snr * noise:
+            kind = "emission" if emission else "absorption"
+            raise NotMeasurable(f"no significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
+        half_max = 0.5 * peak
+        left = np.flatnonzero(ys[:k] < half_max)
+        right = np.flatnonzero(ys[k:] < half_max)
+        if left.size == 0 or right.size == 0:
+            raise NotMeasurable(f"line at {center:.0f} Å is wider than the ±{half:.0f} Å window")
+        i = left[-1]
+        j = k + right[0]
+        x_left = np.interp(half_max, [ys[i], ys[i + 1]], [wl[i], wl[i + 1]])
+        x_right = np.interp(half_max, [ys[j], ys[j - 1]], [wl[j], wl[j - 1]])
+        fwhm = float(x_right - x_left)
+    except NotMeasurable as exc:
+        return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
+    return Measurement(name, fwhm, pix, "Å", windows=windows)
+
+
+def double_peak_separation(
+    rs: RestSpectrum,
+    center: float,
+    half: float,
+    conts: tuple[tuple[float, float], ...],
+    *,
+    smooth_a: float = 3.0,
+    min_dip_sigma: float = 3.0,
+    name: str = "peak separation",
+) -> Measurement:
+    """Velocity separation (km/s) of two emission peaks around ``center`` with a significant dip between them.
+
+    value 0.0 means the line was measured and is single-peaked; None means no significant emission to judge.
+    """
+    windows = ((center - half, center + half), *conts)
+    try:
+        wl, y, ey = _normalised_profile(rs, center, half, conts)
+        pix = float(np.median(np.diff(wl)))
+        n = max(1, int(round(smooth_a / pix)))
+        ys = _smooth(y, n)
+        noise = float(np.median(ey)) / np.sqrt(n)
+        if ys.max() < 4.0 * noise:
+            raise NotMeasurable(f"no significant emission at {center:.0f} Å")
+        blue = wl < center
+        red = ~blue
+        if blue.sum() < 2 or red.sum() < 2:
+            raise NotMeasurable(f"too few good pixels on one side of {center:.0f} Å")
+        kb = int(np.flatnonzero(blue)[np.argmax(ys[blue])])
+        kr = int(np.flatnonzero(red)[np.argmax(ys[red])])
+        if kr - kb < 2:
+            return Measurement(name, 0.0, None, "km/s", windows=windows)
+        dip = float(ys[kb:kr + 1].min())
+        lower_peak = float(min(ys[kb], ys[kr]))
+        if lower_peak - dip < min_dip_sigma * noise or lower_peak < 0.3 * float(max(ys[kb], ys[kr])):
+            return Measurement(name, 0.0, None, "km/s", windows=windows)
+        sep = float((wl[kr] - wl[kb]) / center * C_KM_S)
+    except NotMeasurable as exc:
+        return Measurement(name, None, unit="km/s", why=str(exc), windows=windows)
+    return Measurement(name, sep, pix / center * C_KM_S, "km/s", windows=windows)

@@ -1,0 +1,196 @@
+"""Per-task feature sets: which lines and bands an expert measures for each Spec-o3 task, and where.
+
+Wavelengths are rest-frame **vacuum** Å (LAMOST, SDSS and DESI all store vacuum wavelengths). Band heads of
+molecules that "degrade to the red" (TiO, ZrO, CaH) absorb redward of the head; C2 Swan and CN violet bands degrade
+to the violet and absorb blueward of it. That opposite direction is what separates C2 at 5165 Å from the TiO head at
+5167 Å, so band windows below sit on the absorbing side and the pseudo-continuum on the other.
+
+Each task lists the zoom windows the engine shows (what a model would look at) and the measurements read from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .diagnostics import (
+    Measurement,
+    RestSpectrum,
+    band_depth,
+    continuum_slope,
+    double_peak_separation,
+    equivalent_width,
+    line_fwhm,
+    snr_per_angstrom,
+)
+
+# Vacuum rest wavelengths (Å).
+H_ALPHA = 6564.61
+H_BETA = 4862.68
+H_GAMMA = 4341.68
+H_DELTA = 4102.89
+HE_I_5876 = 5877.25
+HE_I_4471 = 4472.73
+HE_II_4686 = 4687.02
+
+
+@dataclass(frozen=True)
+class ZoomWindow:
+    """A window the engine zooms on, with the label it types into the tool call."""
+
+    label: str
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    task: str
+    class_name: str
+    zooms: tuple[ZoomWindow, ...]
+    measure: Callable[[RestSpectrum], dict[str, Measurement]]
+
+
+def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
+    ha_c = ((6480.0, 6525.0), (6610.0, 6650.0))
+    hb_c = ((4800.0, 4830.0), (4895.0, 4925.0))
+    return {
+        "ew_ha": equivalent_width(rs, (6540.0, 6590.0), ha_c, "EW(Hα)"),
+        "ew_hb": equivalent_width(rs, (4842.0, 4884.0), hb_c, "EW(Hβ)"),
+        "ew_hg": equivalent_width(rs, (4322.0, 4362.0), ((4285.0, 4312.0), (4370.0, 4395.0)), "EW(Hγ)"),
+        "ew_hei5876": equivalent_width(rs, (5867.0, 5887.0), ((5835.0, 5860.0), (5905.0, 5930.0)), "EW(He I 5876)"),
+        "ew_heii4686": equivalent_width(rs, (4677.0, 4697.0), ((4645.0, 4670.0), (4705.0, 4730.0)), "EW(He II 4686)"),
+        "ew_oiii5007": equivalent_width(rs, (5001.0, 5015.0), ((4975.0, 4995.0), (5025.0, 5045.0)), "EW([O III] 5007)"),
+        "ew_sii": equivalent_width(rs, (6712.0, 6740.0), ((6680.0, 6705.0), (6750.0, 6775.0)), "EW([S II] 6718+6733)"),
+        "fwhm_ha": line_fwhm(rs, H_ALPHA, 60.0, ha_c, emission=True, name="FWHM(Hα)"),
+        "fwhm_hb": line_fwhm(rs, H_BETA, 45.0, hb_c, emission=True, name="FWHM(Hβ)"),
+        "dp_ha": double_peak_separation(rs, H_ALPHA, 40.0, ha_c, name="Hα peak separation"),
+        "slope": continuum_slope(rs, (4560.0, 4640.0), (7450.0, 7550.0), "continuum slope α"),
+        "snr_ha": snr_per_angstrom(rs, 6480.0, 6650.0, "S/N(Hα region)"),
+    }
+
+
+def _carbon(rs: RestSpectrum) -> dict[str, Measurement]:
+    return {
+        "c2_4737": band_depth(rs, (4705.0, 4736.0), ((4742.0, 4758.0),), "C2 4737 depth"),
+        "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
+        "c2_5636": band_depth(rs, (5600.0, 5634.0), ((5642.0, 5680.0),), "C2 5636 depth"),
+        "cn_4216": band_depth(rs, (4150.0, 4213.0), ((4222.0, 4260.0),), "CN 4216 depth"),
+        "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
+        "tio_5167": band_depth(rs, (5170.0, 5200.0), ((5125.0, 5163.0),), "TiO/Mg 5167 depth"),
+        "snr_green": snr_per_angstrom(rs, 5100.0, 5700.0, "S/N(5100-5700 Å)"),
+    }
+
+
+def _ss(rs: RestSpectrum) -> dict[str, Measurement]:
+    return {
+        "zro_4640": band_depth(rs, (4643.0, 4680.0), ((4600.0, 4638.0),), "ZrO 4640 depth"),
+        "zro_5551": band_depth(rs, (5553.0, 5590.0), ((5510.0, 5548.0),), "ZrO 5551 depth"),
+        "zro_6474": band_depth(rs, (6478.0, 6520.0), ((6420.0, 6470.0),), "ZrO 6474 depth"),
+        "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
+        "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
+        "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
+        "snr_red": snr_per_angstrom(rs, 6400.0, 7150.0, "S/N(6400-7150 Å)"),
+    }
+
+
+def _gm(rs: RestSpectrum) -> dict[str, Measurement]:
+    return {
+        "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
+        "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
+        "cah_6830": band_depth(rs, (6814.0, 6846.0), ((7030.0, 7050.0),), "CaH 6830 depth"),
+        "cah_6975": band_depth(rs, (6960.0, 6990.0), ((7030.0, 7050.0),), "CaH 6975 depth"),
+        "ew_nai": equivalent_width(rs, (8176.0, 8204.0), ((8140.0, 8170.0), (8212.0, 8236.0)), "EW(Na I 8183/8195)"),
+        "ew_cat": equivalent_width(
+            rs, (8532.0, 8556.0), ((8510.0, 8528.0), (8560.0, 8580.0)), "EW(Ca II 8542)"
+        ),
+        "ew_cat3": equivalent_width(
+            rs, (8652.0, 8677.0), ((8625.0, 8645.0), (8690.0, 8710.0)), "EW(Ca II 8662)"
+        ),
+        "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
+        "zro_6474": band_depth(rs, (6478.0, 6520.0), ((6420.0, 6470.0),), "ZrO 6474 depth"),
+        "snr_red": snr_per_angstrom(rs, 6800.0, 8700.0, "S/N(6800-8700 Å)"),
+    }
+
+
+def _wd(rs: RestSpectrum) -> dict[str, Measurement]:
+    hb_c = ((4720.0, 4750.0), (5010.0, 5050.0))
+    hg_c = ((4200.0, 4225.0), (4460.0, 4490.0))
+    hd_c = ((4030.0, 4045.0), (4200.0, 4225.0))
+    return {
+        "ew_hb": equivalent_width(rs, (4812.0, 4912.0), hb_c, "EW(Hβ ±50 Å)"),
+        "ew_hg": equivalent_width(rs, (4301.0, 4381.0), hg_c, "EW(Hγ ±40 Å)"),
+        "fwhm_hb": line_fwhm(rs, H_BETA, 120.0, hb_c, emission=False, name="FWHM(Hβ)"),
+        "fwhm_hg": line_fwhm(rs, H_GAMMA, 110.0, hg_c, emission=False, name="FWHM(Hγ)"),
+        "fwhm_hd": line_fwhm(rs, H_DELTA, 70.0, hd_c, emission=False, name="FWHM(Hδ)"),
+        # higher-order Balmer lines: in an A/B star H9 (3836) stands apart from H10 (3798); in a DA they merge
+        "h9_contrast": band_depth(rs, (3832.0, 3840.0), ((3816.0, 3824.0), (3852.0, 3860.0)), "H9 contrast"),
+        "ew_hei4471": equivalent_width(rs, (4460.0, 4486.0), ((4425.0, 4450.0), (4495.0, 4520.0)), "EW(He I 4471)"),
+        "ew_hei5876": equivalent_width(rs, (5862.0, 5892.0), ((5820.0, 5850.0), (5910.0, 5940.0)), "EW(He I 5876)"),
+        "ca_k": band_depth(rs, (3927.0, 3940.0), ((3910.0, 3922.0), (3950.0, 3960.0)), "Ca II K depth"),
+        "slope": continuum_slope(rs, (4560.0, 4640.0), (6020.0, 6120.0), "continuum slope α"),
+        "snr_blue": snr_per_angstrom(rs, 4200.0, 5050.0, "S/N(4200-5050 Å)"),
+    }
+
+
+FEATURE_SETS: dict[str, FeatureSet] = {
+    "cv": FeatureSet(
+        "cv",
+        "Cataclysmic Variable",
+        (
+            ZoomWindow("Hα region", 6450, 6700),
+            ZoomWindow("Hβ and He II 4686 region", 4600, 4950),
+            ZoomWindow("He I 5876 region", 5800, 5960),
+        ),
+        _cv,
+    ),
+    "carbon": FeatureSet(
+        "carbon",
+        "Carbon Star",
+        (
+            ZoomWindow("C2 Swan band heads 4737 and 5165", 4650, 5250),
+            ZoomWindow("C2 Swan band head 5636", 5550, 5720),
+            ZoomWindow("TiO 7054 band", 6950, 7200),
+        ),
+        _carbon,
+    ),
+    "ss": FeatureSet(
+        "ss",
+        "S-type Star",
+        (
+            ZoomWindow("ZrO band 6474 and TiO 6159", 6050, 6600),
+            ZoomWindow("ZrO band 5551", 5450, 5650),
+            ZoomWindow("TiO 7054 band", 6950, 7200),
+        ),
+        _ss,
+    ),
+    "gm": FeatureSet(
+        "gm",
+        "M-type Giant",
+        (
+            ZoomWindow("TiO and CaH bands", 6700, 7200),
+            ZoomWindow("Na I 8183/8195 doublet", 8100, 8280),
+            ZoomWindow("Ca II triplet", 8450, 8720),
+        ),
+        _gm,
+    ),
+    "wd": FeatureSet(
+        "wd",
+        "White Dwarf",
+        (
+            ZoomWindow("Hβ line profile", 4700, 5050),
+            ZoomWindow("Hγ and Hδ line profiles", 4000, 4500),
+            ZoomWindow("higher-order Balmer lines", 3700, 4000),
+        ),
+        _wd,
+    ),
+}
+
+#: task keys used by SpecVI-Bench files and users, mapped to the feature set's key
+TASK_ALIASES = {"cc": "carbon", "cs": "carbon", "mg": "gm", "s": "ss"}
+
+
+def feature_set(task: str) -> FeatureSet | None:
+    """The feature set of a task key (aliases accepted), or None for a task the rules engine cannot judge."""
+    key = task.strip().lower()
+    return FEATURE_SETS.get(TASK_ALIASES.get(key, key))
