@@ -1,0 +1,221 @@
+"""Metrics of a run against labels, as the Spec-o3 paper reports them (protocol sections 5 and 6).
+
+Per task: accuracy, and precision, recall and F1 of the YES class; macro-F1 is the unweighted mean of the per-task
+F1 over every task evaluated. UNDECIDED and ERROR verdicts count as "not YES": wrong in accuracy, a false negative
+when the label is YES, never a false positive (a screener that abstained has not found the object). F1 is 0.0 when
+there is no true positive (0/0 included); precision and recall are 0.0 when their denominator is 0.
+Rows without a label are left out and counted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .confidence import Calibration, calibration
+from .report.labels import canonical_task
+
+VERDICT_COLUMNS = ("YES", "NO", "UNDECIDED", "ERROR")
+
+ABSTAIN_NOTE = (
+    "UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, "
+    "never a false positive. F1 is 0 when there is no true positive."
+)
+
+#: Published SpecVI-Bench test results (protocol section 6): F1 of the YES class, percent.
+PUBLISHED_TABLE1 = {
+    "Spec-o3-7B": {"cv": 81.0, "carbon": 80.2, "ss": 84.5, "gm": 83.4, "wd": 53.6, "mean_f1": 76.5, "mean_acc": 88.7},
+    "Spec-o3-3B": {"cv": 80.7, "carbon": 75.9, "ss": 84.0, "gm": 82.7, "wd": 43.2, "mean_f1": 73.3, "mean_acc": 88.8},
+    "GaiaNet": {"cv": 67.2, "carbon": 87.1, "ss": 70.3, "gm": 51.8, "wd": 48.2, "mean_f1": 64.9, "mean_acc": 89.0},
+    "o3": {"cv": 57.1, "carbon": 53.1, "ss": 53.3, "gm": 60.0, "wd": 37.8, "mean_f1": 52.3, "mean_acc": 85.5},
+    "Qwen2.5-VL-7B": {"cv": 25.4, "carbon": 31.5, "ss": 27.3, "gm": 29.0, "wd": 28.1, "mean_f1": 28.3, "mean_acc": 30.6},
+}
+SPECVI_TASKS = ("cv", "carbon", "ss", "gm", "wd")
+SPECVI_COLUMN_NAMES = {"cv": "CV", "carbon": "CS", "ss": "SS", "gm": "MG", "wd": "WD"}
+
+
+@dataclass
+class TaskMetrics:
+    task: str
+    n: int
+    tp: int
+    fp: int
+    fn: int
+    tn: int
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    undecided: float  # fraction of the task's labelled rows
+    errors: float
+    #: label -> verdict -> count; label in YES/NO, verdict in YES/NO/UNDECIDED/ERROR
+    confusion: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+@dataclass
+class Evaluation:
+    run_id: str | None
+    per_task: dict[str, TaskMetrics]
+    macro_f1: float | None  # None when no task had a labelled row
+    unlabelled: int
+    calibration: Calibration
+
+    def to_json(self) -> dict:
+        per_task = {}
+        for key, m in self.per_task.items():
+            d = asdict(m)
+            d.pop("task")
+            per_task[key] = d
+        cal = self.calibration
+        return {
+            "run_id": self.run_id,
+            "per_task": per_task,
+            "macro_f1": self.macro_f1,
+            "mean_accuracy": _mean([m.accuracy for m in self.per_task.values()]),
+            "unlabelled": self.unlabelled,
+            "calibration": {"n": cal.n, "ece": cal.ece, "brier": cal.brier, "sources": cal.sources,
+                            "bins": [asdict(b) for b in cal.bins]},
+            "note": ABSTAIN_NOTE,
+        }
+
+
+def _mean(values):
+    return sum(values) / len(values) if values else None
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else 0.0
+
+
+def task_metrics(task: str, rows: list[dict]) -> TaskMetrics:
+    """Metrics of one task over its labelled rows (each with ``verdict`` and ``label`` in YES/NO)."""
+    confusion = {lab: {v: 0 for v in VERDICT_COLUMNS} for lab in ("YES", "NO")}
+    for row in rows:
+        verdict = row.get("verdict")
+        if verdict not in VERDICT_COLUMNS:
+            verdict = "ERROR"  # an unknown verdict word is a failure, not a YES
+        confusion[row["label"]][verdict] += 1
+    tp = confusion["YES"]["YES"]
+    fp = confusion["NO"]["YES"]
+    tn = confusion["NO"]["NO"]
+    fn = sum(confusion["YES"][v] for v in ("NO", "UNDECIDED", "ERROR"))
+    n = len(rows)
+    undecided = confusion["YES"]["UNDECIDED"] + confusion["NO"]["UNDECIDED"]
+    errors = confusion["YES"]["ERROR"] + confusion["NO"]["ERROR"]
+    return TaskMetrics(
+        task=task, n=n, tp=tp, fp=fp, fn=fn, tn=tn,
+        accuracy=_ratio(tp + tn, n),
+        precision=_ratio(tp, tp + fp),
+        recall=_ratio(tp, tp + fn),
+        f1=_ratio(2 * tp, 2 * tp + fp + fn) if tp else 0.0,
+        undecided=_ratio(undecided, n),
+        errors=_ratio(errors, n),
+        confusion=confusion,
+    )
+
+
+def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
+    """Evaluate verdict rows whose ``label`` is already set (see :func:`spec_vetting.report.labels.attach_labels`)."""
+    by_task: dict[str, list[dict]] = {}
+    unlabelled = 0
+    for row in verdicts:
+        if row.get("label") not in ("YES", "NO"):
+            unlabelled += 1
+            continue
+        by_task.setdefault(canonical_task(row["task"]), []).append(row)
+    per_task = {task: task_metrics(task, rows) for task, rows in sorted(by_task.items())}
+    macro = _mean([m.f1 for m in per_task.values()])
+    labelled = [r for rows in by_task.values() for r in rows]
+    return Evaluation(run_id, per_task, macro, unlabelled, calibration(labelled))
+
+
+def format_text(ev: Evaluation) -> str:
+    """The human-readable report printed by ``spec-vet eval``."""
+    lines = [f"run {ev.run_id}" if ev.run_id else "evaluation"]
+    if not ev.per_task:
+        lines.append("no labelled verdicts: pass --labels FILE or give the candidate list a label column")
+        return "\n".join(lines)
+    head = f"{'task':<10}{'n':>6}{'acc':>8}{'prec':>8}{'recall':>8}{'F1':>8}{'undec':>8}{'error':>8}"
+    lines += ["", head, "-" * len(head)]
+    for key, m in ev.per_task.items():
+        lines.append(
+            f"{key:<10}{m.n:>6}{m.accuracy:>8.3f}{m.precision:>8.3f}{m.recall:>8.3f}{m.f1:>8.3f}"
+            f"{m.undecided:>8.3f}{m.errors:>8.3f}"
+        )
+    lines.append(f"macro-F1 (mean over {len(ev.per_task)} tasks): {ev.macro_f1:.3f}")
+    lines.append(f"note: {ABSTAIN_NOTE}")
+    if ev.unlabelled:
+        lines.append(f"{ev.unlabelled} verdict rows had no label and were left out")
+    lines += ["", "confusion (rows: label, columns: verdict)"]
+    for key, m in ev.per_task.items():
+        lines.append(f"  {key}: " + "  ".join(
+            f"{lab}->[" + " ".join(f"{v}:{m.confusion[lab][v]}" for v in VERDICT_COLUMNS) + "]" for lab in ("YES", "NO")
+        ))
+    cal = ev.calibration
+    if cal.n:
+        srcs = ", ".join(f"{k}: {v}" for k, v in sorted(cal.sources.items()))
+        lines.append(f"\ncalibration of p_yes over {cal.n} rows ({srcs}): ECE {cal.ece:.3f}, Brier {cal.brier:.3f}")
+    else:
+        lines.append("\ncalibration: no labelled row has a p_yes")
+    specvi = [t for t in ev.per_task if t in SPECVI_TASKS]
+    if specvi:
+        lines += ["", "published SpecVI-Bench test F1 (protocol section 6) beside this run, percent:"]
+        cols = [t for t in SPECVI_TASKS if t in specvi]
+        lines.append(f"{'model':<16}" + "".join(f"{SPECVI_COLUMN_NAMES[t]:>7}" for t in cols) + f"{'meanF1':>8}")
+        for model, row in list(PUBLISHED_TABLE1.items())[:4]:
+            lines.append(f"{model:<16}" + "".join(f"{row[t]:>7.1f}" for t in cols) + f"{row['mean_f1']:>8.1f}")
+        ours = _mean([ev.per_task[t].f1 for t in cols]) * 100
+        lines.append(f"{'this run':<16}" + "".join(f"{ev.per_task[t].f1 * 100:>7.1f}" for t in cols) + f"{ours:>8.1f}")
+        if len(cols) < len(SPECVI_TASKS):
+            lines.append("  (published means are over all five tasks; this run's mean is over the tasks shown)")
+    return "\n".join(lines)
+
+
+def write_plots(ev: Evaluation, out_dir) -> list[Path]:
+    """PNG confusion matrices (one panel per task) and a reliability diagram; returns the files written."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    tasks = list(ev.per_task.values())
+    if tasks:
+        fig = Figure(figsize=(3.6 * len(tasks), 3.2), dpi=100)
+        FigureCanvasAgg(fig)
+        for i, m in enumerate(tasks):
+            ax = fig.add_subplot(1, len(tasks), i + 1)
+            grid = [[m.confusion[lab][v] for v in VERDICT_COLUMNS] for lab in ("YES", "NO")]
+            ax.imshow(grid, cmap="Blues", aspect="auto")
+            for r, line in enumerate(grid):
+                for c, value in enumerate(line):
+                    ax.text(c, r, str(value), ha="center", va="center")
+            ax.set_xticks(range(len(VERDICT_COLUMNS)), ["YES", "NO", "UND", "ERR"])
+            ax.set_yticks([0, 1], ["YES", "NO"])
+            ax.set_xlabel("verdict")
+            ax.set_ylabel("label")
+            ax.set_title(f"{m.task}  F1 {m.f1:.2f}")
+        fig.tight_layout()
+        path = out / "confusion.png"
+        fig.savefig(path)
+        written.append(path)
+    cal = ev.calibration
+    fig = Figure(figsize=(4.5, 4.5), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=1, label="perfect")
+    pts = [(b.mean_p_yes, b.fraction_yes) for b in cal.bins if b.n]
+    if pts:
+        ax.plot([p for p, _ in pts], [f for _, f in pts], marker="o", color="tab:blue", label="this run")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("mean p_yes in bin")
+    ax.set_ylabel("fraction labelled YES")
+    ece = "n/a" if cal.ece is None else f"{cal.ece:.3f}"
+    ax.set_title(f"reliability (n={cal.n}, ECE {ece})")
+    ax.legend(loc="upper left")
+    fig.tight_layout()
+    path = out / "calibration.png"
+    fig.savefig(path)
+    written.append(path)
+    return written

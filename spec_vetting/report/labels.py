@@ -1,0 +1,97 @@
+"""Ground-truth labels for a run: from the catalog's ``label`` column, a label file, or a review-page export.
+
+A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO) and, optionally, ``task`` (without it a
+label applies to every task of that candidate). The review page's export has the same columns plus ``verdict`` and
+``decision``; an empty ``label`` there is derived from the decision (agree/disagree) when it can be.
+Labels from a file override the catalog's for the rows they name.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ..errors import CandidateListError
+from .review_schema import label_from_decision
+
+#: SpecVI-Bench file keys that name the same task as the package's keys
+TASK_ALIASES = {"cc": "carbon"}
+
+LabelKey = tuple[str, str | None]  # (candidate_id, task or None = any task)
+
+
+def canonical_task(task: str | None) -> str | None:
+    return None if task is None else TASK_ALIASES.get(str(task), str(task))
+
+
+def normalise_label(value, *, path="labels", row: int | None = None) -> str | None:
+    """YES/NO (any case, also true/false/1/0) -> "YES"/"NO"; empty -> None; anything else is an error."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "YES" if value else "NO"
+    text = str(value).strip().upper()
+    if text in ("", "NONE", "NAN", "NULL"):
+        return None
+    if text in ("YES", "Y", "TRUE", "1", "T"):
+        return "YES"
+    if text in ("NO", "N", "FALSE", "0", "F"):
+        return "NO"
+    raise CandidateListError(path, f"label {value!r} is not YES or NO", row=row, hint="use YES, NO or leave it empty")
+
+
+def read_label_file(path) -> dict[LabelKey, str]:
+    """Labels of a CSV/Parquet label list or review export, keyed by (candidate_id, task or None)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CandidateListError(path, "label file not found", hint="pass a CSV or Parquet file with candidate_id,label")
+    if path.suffix.lower() in (".parquet", ".pq"):
+        import pyarrow.parquet as pq
+
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise CandidateListError(path, f"not a readable Parquet file ({exc})") from exc
+    else:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.DictReader(fh))
+    if rows and "candidate_id" not in rows[0]:
+        raise CandidateListError(
+            path, f"no candidate_id column (columns: {', '.join(rows[0])})", hint="name the id column candidate_id"
+        )
+    if rows and "label" not in rows[0] and "decision" not in rows[0]:
+        raise CandidateListError(path, "no label column", hint="add a label column with YES or NO")
+    labels: dict[LabelKey, str] = {}
+    for i, row in enumerate(rows, start=1):
+        label = normalise_label(row.get("label"), path=path, row=i)
+        if label is None:
+            label = label_from_decision(_clean(row.get("verdict")), _clean(row.get("decision"), lower=True))
+        if label is None:
+            continue
+        cid = row.get("candidate_id")
+        if cid is None or str(cid).strip() == "":
+            raise CandidateListError(path, "empty candidate_id", row=i)
+        labels[(str(cid).strip(), canonical_task(_clean(row.get("task"), lower=True)))] = label
+    return labels
+
+
+def _clean(value, *, lower: bool = False) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        return None
+    return text.lower() if lower else text.upper()
+
+
+def label_for(labels: dict[LabelKey, str], candidate_id: str, task: str) -> str | None:
+    task = canonical_task(task)
+    return labels.get((candidate_id, task), labels.get((candidate_id, None)))
+
+
+def attach_labels(verdicts: list[dict], labels: dict[LabelKey, str] | None = None) -> list[dict]:
+    """Set each verdict row's ``label`` to the file's label when it has one, else the catalog's (normalised)."""
+    for row in verdicts:
+        from_file = label_for(labels, row["candidate_id"], row["task"]) if labels else None
+        row["label"] = from_file if from_file is not None else normalise_label(row.get("label"))
+    return verdicts

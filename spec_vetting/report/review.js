@@ -1,0 +1,347 @@
+// Review page logic. Every piece of catalog text (model output above all) is untrusted: it is only ever put in the
+// page with textContent / createTextNode, never innerHTML, so a trace cannot create elements or run script.
+(function () {
+  'use strict';
+
+  var DATA = JSON.parse(document.getElementById('review-data').textContent);
+  var CANDS = DATA.candidates;
+  var SCHEMA = DATA.schema;
+  var STORE_KEY = 'spec-vet-review:' + DATA.run_id;
+  var REVIEWER_KEY = 'spec-vet-reviewer';
+  var PAGE_SIZE = DATA.page_size || 1000;
+
+  var state = { filtered: [], current: -1, page: 0 };
+  var decisions = loadDecisions();
+  var imageCache = {};
+
+  function storage() {
+    try { return window.localStorage; } catch (e) { return null; }  // file:// pages may have storage disabled
+  }
+  function loadDecisions() {
+    var s = storage();
+    if (!s) { return {}; }
+    try { return JSON.parse(s.getItem(STORE_KEY) || '{}') || {}; } catch (e) { return {}; }
+  }
+  function saveDecisions() {
+    var s = storage();
+    if (s) { try { s.setItem(STORE_KEY, JSON.stringify(decisions)); } catch (e) { /* quota: keep in memory */ } }
+  }
+  function key(c) { return c.candidate_id + '\u0000' + c.task; }
+
+  // Build an element; text goes in as a text node only.
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+  function fmtP(p) { return (p === null || p === undefined) ? '' : Number(p).toFixed(3); }
+
+  function imageSrc(ref) {
+    if (!ref) { return null; }
+    if (!(ref in imageCache)) {
+      var holder = document.getElementById('img-' + ref);
+      imageCache[ref] = holder ? 'data:image/png;base64,' + holder.textContent.trim() : null;
+    }
+    return imageCache[ref];
+  }
+
+  function labelFromDecision(verdict, decision) {
+    if ((verdict !== 'YES' && verdict !== 'NO') || (decision !== 'agree' && decision !== 'disagree')) { return ''; }
+    if (decision === 'agree') { return verdict; }
+    return verdict === 'YES' ? 'NO' : 'YES';
+  }
+
+  function confidenceOf(c) { return (c.p_yes === null || c.p_yes === undefined) ? null : Math.max(c.p_yes, 1 - c.p_yes); }
+
+  function matches(c, f) {
+    if (f.task && c.task !== f.task) { return false; }
+    if (f.verdict && c.verdict !== f.verdict) { return false; }
+    var conf = confidenceOf(c);
+    if (f.conf === 'queue' && c.review_reasons.length === 0) { return false; }
+    if (f.conf === 'uncertain' && (conf === null || conf >= DATA.threshold)) { return false; }
+    if (f.conf === 'confident' && (conf === null || conf < DATA.threshold)) { return false; }
+    if (f.conf === 'none' && conf !== null) { return false; }
+    var d = decisions[key(c)];
+    if (f.decision === 'pending' && d && d.decision) { return false; }
+    if (f.decision === 'done' && !(d && d.decision)) { return false; }
+    if (f.search && c.candidate_id.toLowerCase().indexOf(f.search.toLowerCase()) < 0) { return false; }
+    return true;
+  }
+
+  function currentFilters() {
+    return {
+      task: document.getElementById('f-task').value,
+      verdict: document.getElementById('f-verdict').value,
+      conf: document.getElementById('f-conf').value,
+      decision: document.getElementById('f-decision').value,
+      search: document.getElementById('f-search').value.trim()
+    };
+  }
+
+  function applyFilters() {
+    var f = currentFilters();
+    state.filtered = [];
+    for (var i = 0; i < CANDS.length; i++) { if (matches(CANDS[i], f)) { state.filtered.push(i); } }
+    state.page = 0;
+    renderList();
+    document.getElementById('count').textContent = state.filtered.length + ' of ' + CANDS.length + ' shown';
+  }
+
+  function renderList() {
+    var body = document.getElementById('list');
+    var frag = document.createDocumentFragment();
+    var start = state.page * PAGE_SIZE;
+    var rows = state.filtered.slice(start, start + PAGE_SIZE);
+    rows.forEach(function (idx) {
+      var c = CANDS[idx];
+      var tr = el('tr');
+      tr.setAttribute('data-index', String(idx));
+      if (idx === state.current) { tr.className = 'current'; }
+      tr.appendChild(el('td', 'cid', c.candidate_id));
+      tr.appendChild(el('td', null, c.task));
+      tr.appendChild(el('td', 'verdict-' + c.verdict, c.verdict));
+      tr.appendChild(el('td', null, fmtP(c.p_yes)));
+      var d = decisions[key(c)];
+      tr.appendChild(el('td', d && d.decision ? 'decision-' + d.decision : null, d && d.decision ? d.decision : ''));
+      tr.addEventListener('click', function () { show(idx); });
+      frag.appendChild(tr);
+    });
+    body.textContent = '';
+    body.appendChild(frag);
+    renderPager();
+  }
+
+  function renderPager() {
+    var pager = document.getElementById('pager');
+    pager.textContent = '';
+    var pages = Math.max(1, Math.ceil(state.filtered.length / PAGE_SIZE));
+    if (pages === 1) { return; }
+    var prev = el('button', null, '< page');
+    prev.disabled = state.page === 0;
+    prev.addEventListener('click', function () { state.page -= 1; renderList(); });
+    var next = el('button', null, 'page >');
+    next.disabled = state.page >= pages - 1;
+    next.addEventListener('click', function () { state.page += 1; renderList(); });
+    pager.appendChild(prev);
+    pager.appendChild(el('span', null, ' page ' + (state.page + 1) + ' of ' + pages + ' '));
+    pager.appendChild(next);
+  }
+
+  function addImage(parent, ref, alt) {
+    var src = imageSrc(ref);
+    if (!src) { return null; }
+    var img = el('img', 'plot');
+    img.alt = alt;
+    img.src = src;
+    parent.appendChild(img);
+    return img;
+  }
+
+  function idsList(c) {
+    var dl = el('dl', 'ids');
+    var fields = [['candidate_id', c.candidate_id], ['task', c.task], ['verdict', c.verdict],
+      ['p_yes', fmtP(c.p_yes) + (c.p_yes_source ? ' (' + c.p_yes_source + ')' : '')],
+      ['answer format', c.status + (c.fallback ? ' via ' + c.fallback : '')], ['label', c.label]];
+    Object.keys(c.ids).forEach(function (k) { fields.push([k, c.ids[k]]); });
+    fields.push(['engine', c.engine], ['model', c.model], ['reason', c.reason],
+      ['error', c.error_kind ? c.error_kind + ': ' + (c.error_message || '') : null]);
+    fields.forEach(function (f) {
+      if (f[1] === null || f[1] === undefined || f[1] === '') { return; }
+      dl.appendChild(el('dt', null, f[0]));
+      dl.appendChild(el('dd', null, f[1]));
+    });
+    return dl;
+  }
+
+  function reviewForm(c) {
+    var box = el('div', 'review-form');
+    var d = decisions[key(c)] || {};
+    box.appendChild(el('strong', null, 'Your decision on this verdict: '));
+    SCHEMA.decisions.forEach(function (name) {
+      var b = el('button', d.decision === name ? 'decision-' + name : null,
+        name + ' (' + SCHEMA.decision_keys[name] + ')');
+      b.type = 'button';
+      b.addEventListener('click', function () { decide(c, name); });
+      box.appendChild(b);
+    });
+    box.appendChild(el('span', d.decision ? 'decision-' + d.decision : null, d.decision ? 'marked ' + d.decision : 'not reviewed'));
+    var ta = el('textarea');
+    ta.placeholder = 'comment (kept with the decision)';
+    ta.value = d.comment || '';
+    ta.addEventListener('change', function () {
+      var cur = decisions[key(c)] || {};
+      cur.comment = ta.value;
+      decisions[key(c)] = cur;
+      saveDecisions();
+    });
+    box.appendChild(ta);
+    return box;
+  }
+
+  function renderDetail(c, container) {
+    var wrap = el('div', 'candidate');
+    wrap.setAttribute('data-candidate', c.candidate_id);
+    wrap.appendChild(el('h2', null, c.candidate_id + ' / ' + c.task));
+    if (container.id === 'detail') { wrap.appendChild(reviewForm(c)); }
+    if (c.review_reasons.length) { wrap.appendChild(el('div', 'reasons', 'in review queue: ' + c.review_reasons.join(', '))); }
+    wrap.appendChild(idsList(c));
+    if (c.justification) { wrap.appendChild(el('pre', 'text', 'justification: ' + c.justification)); }
+    var first = el('div', 'turn');
+    first.appendChild(el('h3', null, 'full view (what the model saw first)'));
+    if (!addImage(first, c.initial_image, 'full spectrum of ' + c.candidate_id)) { first.appendChild(el('em', null, 'no image recorded')); }
+    wrap.appendChild(first);
+    c.turns.forEach(function (t) {
+      var box = el('div', 'turn');
+      box.appendChild(el('h3', null, 'assistant turn ' + (t.turn + 1)));
+      box.appendChild(el('pre', 'text model-text', t.assistant_text || ''));
+      if (t.tool_call) { box.appendChild(el('pre', 'text', 'tool call: ' + t.tool_call)); }
+      if (t.zoom) {
+        box.appendChild(el('div', null, 'zoom window ' + t.zoom[0] + ' - ' + t.zoom[1] + ' Å (rest frame' +
+          (c.ids.redshift !== undefined && c.ids.redshift !== null ? ', z = ' + c.ids.redshift : '') + ')'));
+      }
+      if (t.tool_response_text) { box.appendChild(el('pre', 'text', 'tool: ' + t.tool_response_text)); }
+      addImage(box, t.image, 'zoom ' + (t.zoom ? t.zoom.join('-') : '') + ' of ' + c.candidate_id);
+      wrap.appendChild(box);
+    });
+    container.appendChild(wrap);
+    return wrap;
+  }
+
+  function show(idx) {
+    state.current = idx;
+    var detail = document.getElementById('detail');
+    detail.textContent = '';
+    renderDetail(CANDS[idx], detail);
+    var rows = document.querySelectorAll('#list tr');
+    for (var i = 0; i < rows.length; i++) {
+      rows[i].className = rows[i].getAttribute('data-index') === String(idx) ? 'current' : '';
+    }
+  }
+
+  function step(delta) {
+    if (!state.filtered.length) { return; }
+    var pos = state.filtered.indexOf(state.current);
+    pos = pos < 0 ? 0 : Math.min(state.filtered.length - 1, Math.max(0, pos + delta));
+    var page = Math.floor(pos / PAGE_SIZE);
+    if (page !== state.page) { state.page = page; renderList(); }
+    show(state.filtered[pos]);
+  }
+
+  function decide(c, name) {
+    var cur = decisions[key(c)] || {};
+    cur.decision = name;
+    decisions[key(c)] = cur;
+    saveDecisions();
+    renderList();
+    if (CANDS[state.current] === c) { show(state.current); }
+  }
+
+  function csvField(v) {
+    var s = (v === null || v === undefined) ? '' : String(v);
+    return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
+  }
+
+  function exportCsv() {
+    var reviewer = document.getElementById('reviewer').value.trim();
+    var lines = [SCHEMA.columns.join(',')];
+    CANDS.forEach(function (c) {
+      var d = decisions[key(c)];
+      if (!d || !d.decision) { return; }
+      var row = { candidate_id: c.candidate_id, task: c.task, verdict: c.verdict, decision: d.decision,
+        label: labelFromDecision(c.verdict, d.decision), comment: d.comment || '', reviewer: reviewer };
+      lines.push(SCHEMA.columns.map(function (col) { return csvField(row[col]); }).join(','));
+    });
+    return lines.join('\r\n') + '\r\n';
+  }
+
+  function download() {
+    var blob = new Blob([exportCsv()], { type: 'text/csv' });
+    var a = el('a');
+    a.href = URL.createObjectURL(blob);
+    a.download = 'review-' + DATA.run_id + '.csv';
+    document.body.appendChild(a);
+    a.click();
+    document.body.removeChild(a);
+  }
+
+  function fillSelect(id, values) {
+    var sel = document.getElementById(id);
+    values.forEach(function (v) { var o = el('option', null, v); o.value = v; sel.appendChild(o); });
+    sel.addEventListener('change', applyFilters);
+  }
+
+  function onKey(ev) {
+    var tag = ev.target && ev.target.tagName;
+    if (tag === 'INPUT' || tag === 'TEXTAREA' || tag === 'SELECT' || ev.ctrlKey || ev.metaKey || ev.altKey) { return; }
+    var c = CANDS[state.current];
+    if (ev.key === 'j' || ev.key === 'ArrowDown') { step(1); ev.preventDefault(); return; }
+    if (ev.key === 'k' || ev.key === 'ArrowUp') { step(-1); ev.preventDefault(); return; }
+    if (!c) { return; }
+    SCHEMA.decisions.forEach(function (name) { if (ev.key === SCHEMA.decision_keys[name]) { decide(c, name); } });
+  }
+
+  function init() {
+    var tasks = [], verdicts = [];
+    CANDS.forEach(function (c) {
+      if (tasks.indexOf(c.task) < 0) { tasks.push(c.task); }
+      if (verdicts.indexOf(c.verdict) < 0) { verdicts.push(c.verdict); }
+    });
+    fillSelect('f-task', tasks.sort());
+    fillSelect('f-verdict', verdicts.sort());
+    ['f-conf', 'f-decision'].forEach(function (id) { document.getElementById(id).addEventListener('change', applyFilters); });
+    document.getElementById('f-search').addEventListener('input', applyFilters);
+    var reviewer = document.getElementById('reviewer');
+    var s = storage();
+    reviewer.value = (s && s.getItem(REVIEWER_KEY)) || '';
+    reviewer.addEventListener('change', function () { if (s) { s.setItem(REVIEWER_KEY, reviewer.value); } });
+    document.getElementById('export').addEventListener('click', download);
+    document.addEventListener('keydown', onKey);
+    applyFilters();
+    if (state.filtered.length) { show(state.filtered[0]); }
+    if (window.location.hash === '#selftest') { selftest(); }
+  }
+
+  // Test mode for headless browsers (URL hash #selftest): render every trajectory, exercise a filter and the
+  // export, and write what happened into the DOM, where `chromium --dump-dom` shows it.
+  function selftest() {
+    var out = document.getElementById('selftest');
+    var all = el('div');
+    all.id = 'selftest-details';
+    out.appendChild(all);
+    var imgs = [];
+    CANDS.forEach(function (c) {
+      var node = renderDetail(c, all);
+      var found = node.querySelectorAll('img');
+      for (var i = 0; i < found.length; i++) { imgs.push(found[i]); }
+    });
+    var ids = [];
+    var cells = document.querySelectorAll('#list td.cid');
+    for (var i = 0; i < cells.length; i++) { ids.push(cells[i].textContent); }
+    var sel = document.getElementById('f-task');
+    var task = sel.options.length > 1 ? sel.options[1].value : '';
+    sel.value = task;
+    applyFilters();
+    var shown = document.querySelectorAll('#list tr').length;
+    var expected = CANDS.filter(function (c) { return c.task === task; }).length;
+    sel.value = '';
+    applyFilters();
+    if (CANDS.length) {
+      decide(CANDS[0], 'agree');
+      decisions[key(CANDS[0])].comment = 'selftest, "quoted", comma';
+      if (CANDS.length > 1) { decide(CANDS[1], 'disagree'); }
+    }
+    document.getElementById('reviewer').value = 'selftest';
+    var csv = exportCsv();
+    var loaded = imgs.map(function (img) { return img.decode().then(function () { return img.naturalWidth; }, function () { return 0; }); });
+    Promise.all(loaded).then(function (widths) {
+      var result = { ids_visible: ids, filter_task: task, filter_shown: shown, filter_expected: expected,
+        image_widths: widths, csv: csv, xss: document.body.getAttribute('data-xss') };
+      var pre = el('pre', null, JSON.stringify(result));
+      pre.id = 'selftest-result';
+      out.appendChild(pre);
+    });
+  }
+
+  init();
+})();
