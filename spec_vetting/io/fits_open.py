@@ -1,0 +1,413 @@
+"""Open a FITS file robustly, behind one small interface with two back ends (astropy and fitsio).
+
+Why our own structural check: astropy only *warns* about a truncated file and then fails deep inside numpy with
+"buffer is too small"; fitsio opens it happily and fails on the first read. Walking the headers ourselves (a few
+2880-byte blocks, no data read) lets every reader fail early with one clear message, whichever back end is used.
+
+Gzip: survey downloads are often gzip bytes under a ``.fits`` name (LAMOST obsid downloads). We sniff the magic
+bytes, never the name, decompress in memory (files are small) and hand the bytes to astropy, the reference path.
+fitsio is the fast path for plain files (see ``benchmarks/bench_read.py``); ``SPEC_VETTING_FITS_BACKEND`` =
+``astropy`` | ``fitsio`` | ``auto`` (default: fitsio for plain files when installed, astropy otherwise).
+"""
+
+from __future__ import annotations
+
+import abc
+import gzip
+import io
+import os
+import warnings
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import SpectrumReadError
+
+BLOCK = 2880
+CARD = 80
+GZIP_MAGIC = b"\x1f\x8b"
+FITS_MAGIC = b"SIMPLE  ="
+BACKENDS = ("auto", "astropy", "fitsio")
+BACKEND_ENV = "SPEC_VETTING_FITS_BACKEND"
+
+HduRef = int | str
+
+
+def _describe_start(head: bytes) -> str:
+    """A hint about what a non-FITS file is, from its first bytes (users often save an HTML error page)."""
+    if not head:
+        return "the file is empty"
+    stripped = head.lstrip()
+    if stripped[:1] == b"<":
+        return "it looks like HTML or XML (a failed download or an error page?)"
+    if head[:4] == b"PAR1":
+        return "it looks like a Parquet file"
+    if head[:8] == b"\x89HDF\r\n\x1a\n":
+        return "it looks like an HDF5 file"
+    if head[:4] == b"PK\x03\x04":
+        return "it looks like a ZIP archive"
+    return f"it starts with {head[:16]!r}"
+
+
+def _header_value(card: bytes) -> str:
+    value = card[10:].split(b"/", 1)[0]
+    return value.decode("ascii", "replace").strip()
+
+
+def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int | None = None) -> None:
+    """Walk the HDU headers and make sure every data section the headers announce is in the file.
+
+    Reads only headers (from ``data`` in memory, or seeking through ``file_obj``). Raises SpectrumReadError for a
+    truncated file or a header without END.
+    """
+
+    def read(offset: int, n: int) -> bytes:
+        if data is not None:
+            return data[offset : offset + n]
+        file_obj.seek(offset)
+        return file_obj.read(n)
+
+    total = len(data) if data is not None else int(size)
+    offset = 0
+    hdu = 0
+    while offset < total:
+        head = read(offset, CARD)
+        if hdu > 0 and not head.startswith(b"XTENSION="):
+            return  # trailing padding or junk after the last HDU: harmless, astropy and fitsio ignore it
+        cards: dict[bytes, str] = {}
+        pos = offset
+        ended = False
+        while not ended:
+            block = read(pos, BLOCK)
+            if len(block) < BLOCK:
+                raise SpectrumReadError(
+                    path,
+                    f"file is truncated: the header of HDU {hdu} is cut off at byte {total}",
+                    hint="download the file again",
+                )
+            pos += BLOCK
+            for i in range(0, BLOCK, CARD):
+                card = block[i : i + CARD]
+                key = card[:8].rstrip()
+                if key == b"END":
+                    ended = True
+                    break
+                if card[8:10] == b"= " and key not in cards:
+                    cards[key] = _header_value(card)
+        try:
+            bitpix = abs(int(cards.get(b"BITPIX", "8")))
+            naxis = int(cards.get(b"NAXIS", "0"))
+            dims = [int(cards.get(b"NAXIS%d" % (k + 1), "0")) for k in range(naxis)]
+            pcount = int(cards.get(b"PCOUNT", "0"))
+            gcount = int(cards.get(b"GCOUNT", "1"))
+        except ValueError as exc:
+            raise SpectrumReadError(path, f"HDU {hdu} has an unreadable size keyword ({exc})") from None
+        if naxis == 0:
+            nbytes = 0
+        else:
+            n = 1
+            for d in dims:
+                n *= d
+            if hdu == 0 and cards.get(b"GROUPS") == "T" and dims and dims[0] == 0:
+                n = 1
+                for d in dims[1:]:
+                    n *= d
+            nbytes = bitpix // 8 * gcount * (pcount + n)
+        if pos + nbytes > total:
+            name = cards.get(b"EXTNAME", "").strip("'").strip()
+            label = f"HDU {hdu}" + (f" ({name})" if name else "")
+            raise SpectrumReadError(
+                path,
+                f"file is truncated: {label} needs {nbytes} bytes of data from byte {pos} "
+                f"but the file ends at byte {total}",
+                hint="download the file again",
+            )
+        offset = pos + ((nbytes + BLOCK - 1) // BLOCK) * BLOCK
+        hdu += 1
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """astropy warns about harmless header quirks of survey files; readers report real problems as errors."""
+    from astropy.utils.exceptions import AstropyWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AstropyWarning)
+        yield
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.strip()
+    return value
+
+
+class FitsFile(abc.ABC):
+    """What the survey readers need from a FITS file; HDUs are addressed by index or EXTNAME (case-insensitive)."""
+
+    backend: str = ""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._headers: dict[int, dict[str, Any]] = {}
+
+    # -- structure ---------------------------------------------------------------------------------------------
+    names: list[str]  # EXTNAME per HDU, upper case; "PRIMARY" for an unnamed HDU 0, "" for other unnamed HDUs
+
+    def has(self, name: str) -> bool:
+        return name.upper() in self.names
+
+    def index(self, hdu: HduRef) -> int:
+        if isinstance(hdu, int):
+            if 0 <= hdu < len(self.names):
+                return hdu
+            raise SpectrumReadError(self.path, f"missing HDU {hdu}: the file has only {len(self.names)} HDUs")
+        key = hdu.upper()
+        if key in self.names:
+            return self.names.index(key)
+        shown = ", ".join(n or f"#{i}" for i, n in enumerate(self.names))
+        raise SpectrumReadError(self.path, f"missing HDU '{hdu}' (the file has: {shown})")
+
+    def header(self, hdu: HduRef = 0) -> dict[str, Any]:
+        """The header as a plain dict (string values stripped; first occurrence of a key wins)."""
+        i = self.index(hdu)
+        if i not in self._headers:
+            self._headers[i] = self._read_header(i)
+        return self._headers[i]
+
+    @abc.abstractmethod
+    def _read_header(self, i: int) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    def is_table(self, hdu: HduRef) -> bool: ...
+
+    @abc.abstractmethod
+    def image(self, hdu: HduRef) -> np.ndarray:
+        """The image data (numpy axis order, BSCALE/BZERO applied); raises when the HDU has none."""
+
+    @abc.abstractmethod
+    def columns(self, hdu: HduRef) -> list[str]: ...
+
+    @abc.abstractmethod
+    def nrows(self, hdu: HduRef) -> int: ...
+
+    @abc.abstractmethod
+    def _column(self, i: int, name: str) -> np.ndarray: ...
+
+    def column(self, hdu: HduRef, name: str) -> np.ndarray:
+        """One table column (case-insensitive name); strings come back as a numpy str array, stripped."""
+        i = self.index(hdu)
+        cols = self.columns(i)
+        upper = {c.upper(): c for c in cols}
+        if name.upper() not in upper:
+            label = self.names[i] or f"HDU {i}"
+            raise SpectrumReadError(
+                self.path, f"missing column '{name}' in {label} (columns found: {', '.join(cols[:40])})"
+            )
+        values = self._column(i, upper[name.upper()])
+        if values.dtype.kind in "SU":
+            if values.dtype.kind == "S":
+                values = np.char.decode(values, "ascii", "replace")
+            values = np.char.strip(values.astype(str))
+        return values
+
+    def has_column(self, hdu: HduRef, name: str) -> bool:
+        return name.upper() in {c.upper() for c in self.columns(hdu)}
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        pass
+
+    def __enter__(self) -> FitsFile:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AstropyFits(FitsFile):
+    backend = "astropy"
+
+    def __init__(self, path: str, source):
+        super().__init__(path)
+        from astropy.io import fits
+
+        with _quiet():
+            self._hdul = fits.open(source, memmap=False, lazy_load_hdus=False)
+        self.names = []
+        for i, h in enumerate(self._hdul):
+            name = str(h.header.get("EXTNAME", "") or "").strip().upper()
+            self.names.append(name or ("PRIMARY" if i == 0 else ""))
+
+    def _read_header(self, i: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in self._hdul[i].header.items():
+            if key and key not in out and key not in ("COMMENT", "HISTORY"):
+                out[key] = _clean(value)
+        return out
+
+    def is_table(self, hdu: HduRef) -> bool:
+        from astropy.io import fits
+
+        return isinstance(self._hdul[self.index(hdu)], (fits.BinTableHDU, fits.TableHDU))
+
+    def image(self, hdu: HduRef) -> np.ndarray:
+        i = self.index(hdu)
+        with _quiet():
+            data = self._hdul[i].data
+        if data is None or self.is_table(i):
+            raise SpectrumReadError(self.path, f"HDU {self.names[i] or i} holds no image data")
+        return np.asarray(data)
+
+    def columns(self, hdu: HduRef) -> list[str]:
+        i = self.index(hdu)
+        if not self.is_table(i):
+            return []
+        return list(self._hdul[i].columns.names)
+
+    def nrows(self, hdu: HduRef) -> int:
+        i = self.index(hdu)
+        return int(self._hdul[i].header.get("NAXIS2", 0)) if self.is_table(i) else 0
+
+    def _column(self, i: int, name: str) -> np.ndarray:
+        with _quiet():
+            return np.asarray(self._hdul[i].data[name])
+
+    def close(self) -> None:
+        self._hdul.close()
+
+
+class FitsioFits(FitsFile):
+    backend = "fitsio"
+
+    def __init__(self, path: str):
+        super().__init__(path)
+        import fitsio
+
+        self._f = fitsio.FITS(path)
+        self._hdus = list(self._f)
+        self.names = []
+        for i, h in enumerate(self._hdus):
+            name = (h.get_extname() or "").strip().upper()
+            self.names.append(name or ("PRIMARY" if i == 0 else ""))
+
+    def _read_header(self, i: int) -> dict[str, Any]:
+        hdr = self._hdus[i].read_header()
+        out: dict[str, Any] = {}
+        for rec in hdr.records():
+            key = rec.get("name")
+            if key and key not in out and key not in ("COMMENT", "HISTORY") and "value" in rec:
+                out[key] = _clean(rec["value"])
+        return out
+
+    def is_table(self, hdu: HduRef) -> bool:
+        return self._hdus[self.index(hdu)].get_exttype() in ("BINARY_TBL", "ASCII_TBL")
+
+    def image(self, hdu: HduRef) -> np.ndarray:
+        i = self.index(hdu)
+        h = self._hdus[i]
+        if self.is_table(i) or not h.has_data():
+            raise SpectrumReadError(self.path, f"HDU {self.names[i] or i} holds no image data")
+        try:
+            return h.read()
+        except OSError as exc:
+            raise SpectrumReadError(self.path, f"cannot read HDU {self.names[i] or i}: {_first_line(exc)}") from None
+
+    def columns(self, hdu: HduRef) -> list[str]:
+        i = self.index(hdu)
+        return list(self._hdus[i].get_colnames()) if self.is_table(i) else []
+
+    def nrows(self, hdu: HduRef) -> int:
+        i = self.index(hdu)
+        return int(self._hdus[i].get_nrows()) if self.is_table(i) else 0
+
+    def _column(self, i: int, name: str) -> np.ndarray:
+        try:
+            return self._hdus[i].read_column(name)
+        except OSError as exc:
+            raise SpectrumReadError(self.path, f"cannot read column {name}: {_first_line(exc)}") from None
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _fitsio_available() -> bool:
+    try:
+        import fitsio  # noqa: F401
+    except ImportError:  # pragma: no cover - fitsio is a dependency, but it has no wheels on some platforms
+        return False
+    return True
+
+
+def default_backend() -> str:
+    choice = os.environ.get(BACKEND_ENV, "auto").strip().lower() or "auto"
+    if choice not in BACKENDS:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"{BACKEND_ENV}={choice!r} is not one of {', '.join(BACKENDS)}")
+    return choice
+
+
+def open_fits(path: str | os.PathLike, *, backend: str | None = None) -> FitsFile:
+    """Open ``path`` for reading, checking first that it is FITS (plain or gzip) and complete.
+
+    ``backend``: "astropy", "fitsio" or "auto" (None = ``SPEC_VETTING_FITS_BACKEND`` or "auto"). Gzip content
+    always goes through astropy from memory. Raises SpectrumReadError (missing, unreadable, not FITS, truncated).
+    """
+    path_str = str(path)
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    p = Path(path_str)
+    if not p.exists():
+        raise SpectrumReadError(path_str, "no such file", hint="check the path (relative paths in a candidate "
+                                "list resolve against the list's folder)")
+    if p.is_dir():
+        raise SpectrumReadError(path_str, "is a directory, not a FITS file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(len(FITS_MAGIC))
+            if head[:2] == GZIP_MAGIC:
+                fh.seek(0)
+                raw = fh.read()
+            else:
+                raw = None
+                size = p.stat().st_size
+                if head != FITS_MAGIC:
+                    raise SpectrumReadError(path_str, f"not a FITS file: {_describe_start(head + fh.read(8))}")
+                check_structure(None, path_str, file_obj=fh, size=size)
+    except OSError as exc:
+        raise SpectrumReadError(path_str, f"cannot read the file: {exc.strerror or exc}") from None
+
+    if raw is not None:
+        try:
+            data = gzip.decompress(raw)
+        except (EOFError, zlib.error, OSError) as exc:
+            raise SpectrumReadError(
+                path_str, f"gzip data is truncated or corrupt ({exc})", hint="download the file again"
+            ) from None
+        if not data.startswith(FITS_MAGIC):
+            raise SpectrumReadError(path_str, f"gzip content is not a FITS file: {_describe_start(data[:16])}")
+        check_structure(data, path_str)
+        return _open_checked(path_str, lambda: AstropyFits(path_str, io.BytesIO(data)))
+
+    if backend == "fitsio" or (backend == "auto" and _fitsio_available()):
+        return _open_checked(path_str, lambda: FitsioFits(path_str))
+    return _open_checked(path_str, lambda: AstropyFits(path_str, path_str))
+
+
+def _open_checked(path: str, opener) -> FitsFile:
+    try:
+        return opener()
+    except SpectrumReadError:
+        raise
+    except (OSError, ValueError, TypeError) as exc:
+        raise SpectrumReadError(path, f"not a readable FITS file: {_first_line(exc)}") from None
