@@ -1,0 +1,92 @@
+"""`spec-vet tasks`: list, show and import the yes/no tasks the model is asked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from ..errors import ConfigError
+
+
+def _usage_error(exc: ConfigError) -> click.UsageError:
+    # a bad task name or tasks file is a usage error: exit code 2 with the message
+    return click.UsageError(str(exc))
+
+
+@click.group()
+def tasks() -> None:
+    """The tasks (object classes) an inspection can ask about."""
+
+
+@tasks.command("list")
+@click.option("--tasks-file", type=click.Path(dir_okay=False), help="YAML file of extra or overriding tasks.")
+def list_cmd(tasks_file: str | None) -> None:
+    """Every known task: key, aliases, class name, prompt version."""
+    from ..inspect.tasks import list_tasks
+
+    try:
+        rows = list_tasks(tasks_file)
+    except ConfigError as exc:
+        raise _usage_error(exc) from exc
+    width = max(len(t.key) for t in rows)
+    for t in rows:
+        alias = f" (alias {', '.join(t.aliases)})" if t.aliases else ""
+        click.echo(f"{t.key:<{width}}  {t.class_name}{alias}  [{t.version}]")
+
+
+@tasks.command("show")
+@click.argument("key")
+@click.option("--tasks-file", type=click.Path(dir_okay=False), help="YAML file of extra or overriding tasks.")
+def show_cmd(key: str, tasks_file: str | None) -> None:
+    """The full prompt text of one task, as sent after the image and a newline."""
+    from ..inspect.tasks import get_task
+
+    try:
+        t = get_task(key, tasks_file)
+    except ConfigError as exc:
+        raise _usage_error(exc) from exc
+    click.echo(f"key:        {t.key}")
+    click.echo(f"class name: {t.class_name}")
+    if t.aliases:
+        click.echo(f"aliases:    {', '.join(t.aliases)}")
+    click.echo(f"version:    {t.version} ({t.source})")
+    click.echo("prompt:")
+    click.echo(t.prompt)
+
+
+@tasks.command("import-specvi")
+@click.argument("parquet", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default="tasks.yaml", show_default=True,
+              help="Tasks YAML to write; tasks already in it are kept unless the import replaces them.")
+def import_specvi(parquet: str, output: str) -> None:
+    """Take the exact published prompts from a SpecVI-Bench parquet file (one task per data_source).
+
+    Pass the written file with --tasks-file to drive the model with its training prompts.
+    """
+    from ..inspect.prompts import class_name_from_prompt, specvi_task_prompts
+    from ..inspect.tasks import Task, dump_tasks_yaml, get_task, load_tasks_file
+
+    out = Path(output)
+    try:
+        prompts = specvi_task_prompts(parquet)
+        existing = load_tasks_file(out) if out.exists() else []
+    except ConfigError as exc:
+        raise _usage_error(exc) from exc
+    imported = []
+    for key, prompt in sorted(prompts.items()):
+        try:
+            base = get_task(key)
+            aliases, fallback_name = base.aliases, base.class_name
+        except ConfigError:
+            aliases, fallback_name = (), key
+        imported.append(Task(key=key, class_name=class_name_from_prompt(prompt) or fallback_name, prompt=prompt,
+                             aliases=aliases, source="specvi"))
+    new_keys = {t.key for t in imported}
+    merged = [t for t in existing if t.key not in new_keys] + imported
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(dump_tasks_yaml(merged), encoding="utf-8")
+    tmp.replace(out)
+    for t in imported:
+        click.echo(f"{t.key}: {t.class_name} [{t.version}]")
+    click.echo(f"wrote {len(merged)} task(s) to {out}; use --tasks-file {out}")

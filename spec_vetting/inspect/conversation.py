@@ -1,0 +1,56 @@
+"""The conversation exactly as protocol section 2 lays it out, built on the client.
+
+- system: the default sentence plus the Qwen2.5 tools block (``protocol.SYSTEM_TEXT``); requests carry no
+  ``tools`` field, so every server renders the same text;
+- user: the full-spectrum image, then a newline and the task text;
+- assistant: each turn replayed as its raw generated text (``<think>``, ``<tool_call>`` and all), which keeps the
+  server's re-rendered prompt closest to the token sequence of RL training;
+- tool result: a user message ``<tool_response>\\n`` + image + ``<text>\\n</tool_response>``. When the tool answered
+  with text only (an error), the trained tool's message had no image, so none is sent.
+"""
+
+from __future__ import annotations
+
+from .protocol import MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from .tasks import Task
+from .types import ImagePart, Message, TextPart
+
+
+def system_message() -> Message:
+    return Message("system", [TextPart(SYSTEM_TEXT)])
+
+
+def build_initial_messages(task: Task | str, image_png: bytes) -> list[Message]:
+    """System message and the first user message (image, then ``\\n`` + task text)."""
+    prompt = task.prompt if isinstance(task, Task) else str(task)
+    return [system_message(), Message("user", [ImagePart(image_png), TextPart("\n" + prompt)])]
+
+
+def assistant_message(raw_text: str) -> Message:
+    """An assistant turn replayed as the model wrote it."""
+    return Message("assistant", [TextPart(raw_text)])
+
+
+def cut_tool_response(text: str) -> str:
+    """The tool response text as training saw it: at most 1024 characters."""
+    return text[:MAX_TOOL_RESPONSE_CHARS]
+
+
+def tool_response_message(text: str, image_png: bytes | None = None) -> Message:
+    """The tool's answer as a user message; text is cut to the trained 1024 characters."""
+    text = cut_tool_response(text)
+    if image_png is None:
+        return Message("user", [TextPart(TOOL_RESPONSE_OPEN + text + TOOL_RESPONSE_CLOSE)])
+    return Message("user", [TextPart(TOOL_RESPONSE_OPEN), ImagePart(image_png), TextPart(text + TOOL_RESPONSE_CLOSE)])
+
+
+def render_text(messages: list[Message], *, image_markup: str = "<|vision_start|><|image_pad|><|vision_end|>",
+                add_generation_prompt: bool = True) -> str:
+    """The conversation as a Qwen2.5 chat template re-renders it (protocol 2.8): for logs, tests and debugging."""
+    out = []
+    for m in messages:
+        body = "".join(image_markup if isinstance(p, ImagePart) else p.text for p in m.parts)
+        out.append(f"<|im_start|>{m.role}\n{body}<|im_end|>\n")
+    if add_generation_prompt:
+        out.append("<|im_start|>assistant\n")
+    return "".join(out)

@@ -1,0 +1,108 @@
+"""Prompt texts: version ids, the ``<image>`` placeholder of published data, and SpecVI-Bench prompt extraction.
+
+The text sent to the model is the task text after the image and one newline (protocol section 2.3), so a task's
+``prompt`` holds the text only: no placeholder, no leading newline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+
+IMAGE_PLACEHOLDER = "<image>"
+
+#: SpecVI-Bench ``data_source`` values that name the same task under another key (protocol section 1)
+DATA_SOURCE_ALIASES = {"cc": "carbon"}
+
+_CLASS_NAME = re.compile(r"\*\*(.+?)\*\*")
+
+
+def prompt_version(prompt: str, source: str) -> str:
+    """A stable id for a prompt text: where it came from plus a content hash prefix (recorded in every output)."""
+    digest = hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:12]
+    return f"{source}-{digest}"
+
+
+def strip_image_placeholder(text: str, *, where: str = "prompt") -> str:
+    """The task text of a published user message ``<image>\\n<task text>``.
+
+    The placeholder must come first (image then text is the trained layout); one newline after it is dropped
+    because the conversation adds it back.
+    """
+    stripped = text.lstrip()
+    if IMAGE_PLACEHOLDER not in stripped:
+        return text[1:] if text.startswith("\n") else text
+    if not stripped.startswith(IMAGE_PLACEHOLDER) or stripped.count(IMAGE_PLACEHOLDER) != 1:
+        raise ConfigError(
+            f"{where}: the {IMAGE_PLACEHOLDER} placeholder must open the user text exactly once (image, newline, "
+            "task text); fix the prompt or write the task text by hand in a tasks YAML file"
+        )
+    rest = stripped[len(IMAGE_PLACEHOLDER):]
+    return rest[1:] if rest.startswith("\n") else rest
+
+
+def class_name_from_prompt(prompt: str) -> str | None:
+    """The bold class name of the opening sentence (``... if it is a **Carbon Star (C-type)**.``)."""
+    first = prompt.strip().splitlines()[0] if prompt.strip() else ""
+    m = _CLASS_NAME.search(first)
+    return m.group(1).strip() if m else None
+
+
+def _messages(value: Any) -> list[dict]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return [{"role": "user", "content": value}]
+    if isinstance(value, dict):
+        return [value]
+    return [m for m in (value or []) if isinstance(m, dict)]
+
+
+def user_text_of_prompt(value: Any) -> str | None:
+    """The user text of one SpecVI-Bench ``prompt`` cell (a list of role/content messages)."""
+    users = [m for m in _messages(value) if m.get("role") == "user"]
+    if not users:
+        return None
+    content = users[0].get("content")
+    if isinstance(content, list):  # multimodal content parts: keep the text, in order
+        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+    return content if isinstance(content, str) else None
+
+
+def specvi_task_prompts(path: str | Path) -> dict[str, str]:
+    """Task key -> the exact published task text, read from a SpecVI-Bench parquet file.
+
+    When rows of a task disagree (they should not), the most common text wins.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        table = pq.read_table(path, columns=["data_source", "prompt"])
+    except FileNotFoundError as exc:
+        raise ConfigError(f"{path}: no such file; give the path of a SpecVI-Bench parquet file") from exc
+    except Exception as exc:  # pyarrow raises several types for a bad file or missing column
+        raise ConfigError(
+            f"{path}: cannot read columns data_source and prompt ({exc}); is this a SpecVI-Bench parquet file?"
+        ) from exc
+    counts: dict[str, Counter] = {}
+    for row, (source, prompt) in enumerate(
+        zip(table.column("data_source").to_pylist(), table.column("prompt").to_pylist(), strict=True)
+    ):
+        if not source:
+            continue
+        text = user_text_of_prompt(prompt)
+        if text is None:
+            raise ConfigError(f"{path}, row {row}: the prompt cell holds no user message")
+        key = DATA_SOURCE_ALIASES.get(str(source), str(source))
+        counts.setdefault(key, Counter())[strip_image_placeholder(text, where=f"{path}, row {row}")] += 1
+    if not counts:
+        raise ConfigError(f"{path}: no row with a data_source and a prompt")
+    return {key: c.most_common(1)[0][0] for key, c in counts.items()}

@@ -1,0 +1,227 @@
+"""The inspection loop driven by a scripted engine: every stop path, budgets, retries, confidence."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from spec_vetting.engines.base import EngineReply, InspectionContext, Sampling
+from spec_vetting.engines.scripted import ScriptedEngine
+from spec_vetting.errors import ConfigError, EndpointUnavailableError, EngineError
+from spec_vetting.inspect.loop import decide, run_inspection, run_inspection_with_confidence
+from spec_vetting.inspect.tasks import get_task
+from spec_vetting.inspect.types import ImagePart, Usage
+from spec_vetting.spectrum import Spectrum, SpectrumMeta
+
+ZOOM_HA = ('<think>Check Hα.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
+           '{"label": "Hα", "wavelength_range": [6500, 6600]}}\n</tool_call>')
+YES = "<think>Broad emission.</think>\n<answer>\\boxed{YES} broad Balmer emission</answer>"
+NO = "<think>Nothing.</think>\n<answer>\\boxed{NO} absorption only</answer>"
+
+
+def fake_renderer(wavelength, flux, wavelength_range=None, title="Spectrum"):
+    return f"PNG {wavelength_range}".encode()
+
+
+def spectrum(z=None):
+    wl = np.linspace(3700.0, 9100.0, 400)
+    meta = SpectrumMeta(survey="lamost", variant="lamost-lrs-image", redshift=z)
+    return Spectrum(wl, np.ones_like(wl), np.ones_like(wl), np.zeros(wl.shape, bool), "", meta)
+
+
+def ctx(cid="c1", z=None):
+    return InspectionContext(candidate_id=cid, task="cv", spectrum=spectrum(z), redshift=z)
+
+
+def run(engine, **kw):
+    kw.setdefault("renderer", fake_renderer)
+    return asyncio.run(run_inspection(kw.pop("ctx", ctx()), get_task("cv"), engine, **kw))
+
+
+def test_zoom_then_answer():
+    eng = ScriptedEngine([ZOOM_HA, YES])
+    r = run(eng)
+    assert (r.verdict, r.status, r.fallback) == ("YES", "well_formed", None)
+    assert r.justification == "broad Balmer emission"
+    assert len(r.turns) == 2 and r.n_tool_calls == 1
+    t0 = r.turns[0]
+    assert t0.tool_response_text == "Generated spectral visualization focused on wavelength range (6500, 6600) Å for Hα."
+    assert t0.image_png == b"PNG (6500.0, 6600.0)" and t0.zoom_window == (6500.0, 6600.0)
+    assert r.initial_image_png == b"PNG None"
+    assert r.engine == "scripted" and r.model == "scripted" and r.prompt_version == get_task("cv").version
+    assert r.attempts == 1 and r.elapsed_s > 0
+    # the second request replays turn 1 raw and the tool answer as a user message with the zoom image
+    second = eng.calls[1].messages
+    assert [m.role for m in second] == ["system", "user", "assistant", "user"]
+    assert second[2].text == ZOOM_HA
+    assert second[3].parts[1] == ImagePart(b"PNG (6500.0, 6600.0)")
+    assert second[1].parts[0] == ImagePart(b"PNG None")
+
+
+def test_redshift_used_for_rest_frame():
+    eng = ScriptedEngine([ZOOM_HA, YES])
+    r = run(eng, ctx=ctx(z=0.5))
+    # rest-frame data span 2466.7-6066.7 Å: 6500-6600 lies above it -> the trained error text, no image
+    assert r.turns[0].tool_response_text.startswith("Error: The specified wavelength range [6500, 6600]")
+    assert r.turns[0].image_png is None and r.redshift_used == 0.5
+    assert eng.calls[1].messages[3].images == []
+
+
+def test_tool_error_goes_back_as_text_and_loop_continues():
+    bad = '<tool_call>{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [7000, 6000]}}</tool_call>'
+    unknown = '<tool_call>{"name": "plot", "arguments": {}}</tool_call>'
+    eng = ScriptedEngine([bad, unknown, "<tool_call>{oops</tool_call>", NO])
+    r = run(eng)
+    assert r.verdict == "NO" and len(r.turns) == 4
+    assert r.turns[0].tool_response_text.startswith("Error: The specified wavelength range [7000, 6000] is invalid")
+    assert r.turns[1].tool_response_text == "Error: unknown tool name 'plot'"
+    assert r.turns[2].tool_response_text.startswith("Error: bad JSON")
+
+
+def test_turn_budget_gives_undecided():
+    eng = ScriptedEngine(lambda messages, c, turn: ZOOM_HA)
+    r = run(eng)
+    assert r.verdict == "UNDECIDED" and "8 assistant turns" in r.reason
+    assert len(r.turns) == 8 and r.turns[-1].tool_response_text is None
+    r3 = run(ScriptedEngine(lambda m, c, t: ZOOM_HA), max_turns=3)
+    assert len(r3.turns) == 3
+
+
+def test_token_budget():
+    reply = EngineReply(text=ZOOM_HA, usage=Usage(100, 600, 0))
+    r = run(ScriptedEngine(lambda m, c, t: reply), token_budget=1000)
+    assert r.verdict == "UNDECIDED" and "token budget" in r.reason and len(r.turns) == 2
+
+
+def test_time_budget_on_a_slow_engine():
+    eng = ScriptedEngine(lambda m, c, t: ZOOM_HA, delay_s=0.2)
+    r = run(eng, time_budget_s=0.3)
+    assert r.verdict == "UNDECIDED" and "time budget" in r.reason
+    assert r.elapsed_s < 1.0
+
+
+def test_no_answer_no_call_is_undecided_with_reason():
+    r = run(ScriptedEngine(["<think>hmm</think> I am not sure."]))
+    assert r.verdict == "UNDECIDED" and "neither an answer nor a tool call" in r.reason
+    cut = EngineReply(text="<think>long", finish_reason="length")
+    r = run(ScriptedEngine([cut]))
+    assert "max_tokens" in r.reason
+
+
+def test_recovered_verdict_kept_and_flagged():
+    r = run(ScriptedEngine(["Yes, it is a CV"]))
+    assert (r.verdict, r.status, r.fallback) == ("YES", "recovered", "word_anywhere")
+
+
+def test_answer_beside_tool_call_ends():
+    r = run(ScriptedEngine([ZOOM_HA + "\n" + YES]))
+    assert r.verdict == "YES" and len(r.turns) == 1 and r.n_tool_calls == 0
+
+
+def test_logprob_p_yes_recorded():
+    r = run(ScriptedEngine([EngineReply(text=YES, p_yes=0.93)]))
+    assert r.p_yes == 0.93 and r.p_yes_source == "logprobs"
+
+
+def test_endpoint_death_reruns_from_start():
+    attempts = {"n": 0}
+
+    def reply(messages, c, turn):
+        if turn == 1 and attempts["n"] == 0:
+            attempts["n"] += 1
+            raise EndpointUnavailableError("endpoint http://a/v1 died", endpoint="http://a/v1")
+        return [ZOOM_HA, YES][turn]
+
+    eng = ScriptedEngine(reply)
+    r = run(eng)
+    assert r.verdict == "YES" and r.attempts == 2 and len(r.turns) == 2
+    assert [c.turn for c in eng.calls] == [0, 1, 0, 1]
+
+
+def test_endpoint_death_gives_up_after_retries():
+    eng = ScriptedEngine(lambda m, c, t: (_ for _ in ()).throw(EndpointUnavailableError("down")))
+    r = run(eng, max_endpoint_retries=2)
+    assert r.verdict == "ERROR" and r.error_kind == "endpoint_unavailable" and r.attempts == 3
+    assert "3 attempts" in r.error_message
+
+
+@pytest.mark.parametrize(
+    "exc, kind",
+    [(EngineError("HTTP 400 from http://a/v1: bad request", kind="http_400"), "http_400"),
+     (RuntimeError("boom"), "internal_error")],
+)
+def test_engine_errors_become_error_rows(exc, kind):
+    r = run(ScriptedEngine([exc]))
+    assert r.verdict == "ERROR" and r.error_kind == kind and r.error_message
+
+
+def test_missing_spectrum_and_render_failure():
+    c = InspectionContext(candidate_id="x", task="cv")
+    r = run(ScriptedEngine([YES]), ctx=c)
+    assert r.verdict == "ERROR" and r.error_kind == "no_spectrum" and "x" in r.error_message
+
+    def broken(*a, **k):
+        raise RuntimeError("no font")
+
+    r = run(ScriptedEngine([YES]), renderer=broken)
+    assert r.verdict == "ERROR" and r.error_kind == "render_error" and "no font" in r.error_message
+
+
+def test_script_exhausted_is_an_error_row():
+    r = run(ScriptedEngine([ZOOM_HA]))
+    assert r.verdict == "ERROR" and r.error_kind == "script_exhausted"
+
+
+def test_sampling_passed_to_engine():
+    eng = ScriptedEngine([YES])
+    run(eng, sampling=Sampling(temperature=0.0, max_tokens=512))
+    assert eng.calls[0].sampling.max_tokens == 512
+
+
+def test_self_consistency_majority():
+    answers = iter([YES, NO, YES, YES, "I don't know"])
+
+    def reply(m, c, t):
+        return next(answers)
+
+    eng = ScriptedEngine(reply)
+    r = asyncio.run(run_inspection_with_confidence(ctx(), get_task("cv"), eng, k=5,
+                                                   sampling=Sampling(temperature=0.7, seed=1),
+                                                   renderer=fake_renderer))
+    assert r.verdict == "YES" and r.p_yes == pytest.approx(3 / 4) and r.p_yes_source == "self_consistency"
+    assert {c.sampling.seed for c in eng.calls} == {1, 2, 3, 4, 5}
+    assert all(c.sampling.temperature == 0.7 for c in eng.calls)
+
+
+def test_self_consistency_tie_and_greedy_refused():
+    answers = iter([YES, NO])
+    eng = ScriptedEngine(lambda m, c, t: next(answers))
+    r = asyncio.run(run_inspection_with_confidence(ctx(), get_task("cv"), eng, k=2,
+                                                   sampling=Sampling(temperature=1.0), renderer=fake_renderer))
+    assert r.verdict == "UNDECIDED" and r.p_yes == 0.5 and "tie" in r.reason
+    with pytest.raises(ConfigError, match="temperature"):
+        asyncio.run(run_inspection_with_confidence(ctx(), get_task("cv"), eng, k=3, renderer=fake_renderer))
+
+
+def test_k1_is_plain_inspection():
+    r = asyncio.run(run_inspection_with_confidence(ctx(), get_task("cv"), ScriptedEngine([NO]), k=1,
+                                                   renderer=fake_renderer))
+    assert r.verdict == "NO" and r.p_yes is None
+
+
+def test_candidate_prompt_from_file_is_sent():
+    eng = ScriptedEngine([YES])
+    task = get_task("cv").with_prompt("<image>\nAnalyze the provided spectrum to determine if it is a **Cataclysmic**.")
+    r = asyncio.run(run_inspection(ctx(), task, eng, renderer=fake_renderer))
+    assert eng.calls[0].messages[1].text == "\nAnalyze the provided spectrum to determine if it is a **Cataclysmic**."
+    assert r.prompt_version == task.version and r.prompt_version.startswith("inline-")
+
+
+@pytest.mark.parametrize(
+    "text, turn, action",
+    [(YES, 0, "answer"), (ZOOM_HA, 0, "tool"), (ZOOM_HA, 7, "stop"), ("nothing", 0, "stop"), ("yes", 0, "answer")],
+)
+def test_decide_table(text, turn, action):
+    assert decide(text, turn=turn).action == action

@@ -1,0 +1,177 @@
+"""Tasks: built-ins, aliases, user YAML files, SpecVI-Bench prompt import, versions."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from spec_vetting.errors import ConfigError
+from spec_vetting.inspect.prompts import specvi_task_prompts, strip_image_placeholder
+from spec_vetting.inspect.tasks import Task, dump_tasks_yaml, get_task, list_tasks, load_tasks_file
+
+EXPECTED = {
+    "cv": "Cataclysmic Variables (CV)",
+    "carbon": "Carbon Star (C-type)",
+    "ss": "S-type Star",
+    "gm": "M-type Giant",
+    "wd": "White Dwarf",
+}
+
+
+def test_builtin_tasks_follow_the_known_structure():
+    tasks = {t.key: t for t in list_tasks()}
+    assert set(tasks) == set(EXPECTED)
+    for key, name in EXPECTED.items():
+        t = tasks[key]
+        assert t.class_name == name
+        first = t.prompt.splitlines()[0]
+        assert first == f"Analyze the provided spectrum to determine if it is a **{name}**."
+        assert "Key visual indicators" in t.prompt and "Primary" in t.prompt and "Secondary" in t.prompt
+        assert "Confusers" in t.prompt
+        assert not t.prompt.startswith("\n") and "<image>" not in t.prompt
+        assert t.version.startswith("builtin-") and len(t.version) > len("builtin-")
+        assert t.source == "builtin"
+
+
+def test_alias_and_case():
+    assert get_task("cc").key == "carbon"
+    assert get_task("CV").key == "cv"
+
+
+def test_unknown_task_names_known_ones():
+    with pytest.raises(ConfigError, match="unknown task 'qso'.*cv.*--tasks-file"):
+        get_task("qso")
+
+
+def test_version_changes_with_prompt():
+    a = Task(key="x", class_name="X", prompt="Analyze ... **X**.")
+    b = Task(key="x", class_name="X", prompt="Analyze ... **X**. more")
+    assert a.version != b.version and a.version.startswith("user-")
+    assert Task(key="x", class_name="X", prompt="p", version="mine").version == "mine"
+
+
+def test_user_tasks_file_adds_and_overrides(tmp_path):
+    f = tmp_path / "tasks.yaml"
+    f.write_text(
+        "tasks:\n"
+        "  - key: qso\n"
+        "    class_name: Quasar (QSO)\n"
+        "    aliases: [quasar]\n"
+        "    prompt: |-\n"
+        "      Analyze the provided spectrum to determine if it is a **Quasar (QSO)**.\n"
+        "      - broad emission lines\n"
+        "  - key: cv\n"
+        "    prompt: \"<image>\\nAnalyze the provided spectrum to determine if it is a **My CV**.\"\n"
+    )
+    assert get_task("quasar", f).class_name == "Quasar (QSO)"
+    cv = get_task("cv", f)
+    assert cv.class_name == "My CV" and cv.prompt.startswith("Analyze") and cv.source == "user"
+    assert [t.key for t in list_tasks(f)][:2] == ["qso", "cv"]
+    assert get_task("wd", f).source == "builtin"
+
+
+@pytest.mark.parametrize(
+    "content, match",
+    [
+        ("tasks: 3", "expected a list"),
+        ("tasks:\n  - key: a\n", "task #1 \\(a\\).*class_name"),
+        ("tasks:\n  - key: 'a b'\n    class_name: A\n    prompt: p\n", "without spaces"),
+        ("tasks:\n  - [1]\n", "mapping"),
+        ("tasks: [\n", "not valid YAML"),
+        ("tasks:\n  - key: a\n    class_name: A\n    prompt: 'x <image> y'\n", "placeholder"),
+    ],
+)
+def test_bad_tasks_file(tmp_path, content, match):
+    f = tmp_path / "bad.yaml"
+    f.write_text(content)
+    with pytest.raises(ConfigError, match=match) as info:
+        load_tasks_file(f)
+    assert str(f) in str(info.value)
+
+
+def test_missing_tasks_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_tasks_file(tmp_path / "nope.yaml")
+
+
+def test_yaml_round_trip_keeps_prompts_byte_for_byte(tmp_path):
+    tricky = Task(key="t", class_name="T", prompt="Line 1 **T**.\n\n- a: b # not a comment\n  indented 'q' \"dq\"\n",
+                  source="specvi")
+    f = tmp_path / "t.yaml"
+    f.write_text(dump_tasks_yaml([tricky, *list_tasks()]))
+    back = load_tasks_file(f)
+    assert back[0] == tricky
+    assert back[1:] == list_tasks()
+
+
+def test_strip_image_placeholder():
+    assert strip_image_placeholder("<image>\nAnalyze") == "Analyze"
+    assert strip_image_placeholder("<image>Analyze") == "Analyze"
+    assert strip_image_placeholder("Analyze") == "Analyze"
+    with pytest.raises(ConfigError):
+        strip_image_placeholder("<image>a<image>")
+
+
+def test_with_prompt_for_candidate_prompts():
+    cv = get_task("cv")
+    same = cv.with_prompt("<image>\n" + cv.prompt)
+    assert same is cv
+    other = cv.with_prompt("<image>\nAnalyze the provided spectrum to determine if it is a **Cataclysmic**.\n- x")
+    assert other.key == "cv" and other.source == "inline" and other.version.startswith("inline-")
+    assert other.prompt.startswith("Analyze") and other.version != cv.version
+
+
+def _specvi_file(path, rows):
+    msg = pa.struct([("content", pa.string()), ("role", pa.string())])
+    table = pa.table({
+        "data_source": pa.array([r[0] for r in rows]),
+        "prompt": pa.array([[{"content": "You are a helpful assistant.", "role": "system"},
+                             {"content": r[1], "role": "user"}] for r in rows], type=pa.list_(msg)),
+    })
+    pq.write_table(table, path)
+
+
+def test_specvi_prompts_and_cli_import(tmp_path):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+
+    text = "Analyze the provided spectrum to determine if it is a **Carbon Star (C-type)**.\n- C2 bands  \n"
+    f = tmp_path / "test_cc.parquet"
+    _specvi_file(f, [("cc", "<image>\n" + text), ("cc", "<image>\n" + text), ("cv", "<image>\nAnalyze **CV**.")])
+    assert specvi_task_prompts(f) == {"carbon": text, "cv": "Analyze **CV**."}
+
+    out = tmp_path / "tasks.yaml"
+    res = CliRunner().invoke(main, ["tasks", "import-specvi", str(f), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    carbon = get_task("cc", out)
+    assert carbon.prompt == text and carbon.source == "specvi" and carbon.class_name == "Carbon Star (C-type)"
+    # importing a second file merges into the same YAML
+    g = tmp_path / "test_wd.parquet"
+    _specvi_file(g, [("wd", "<image>\nAnalyze the provided spectrum to determine if it is a **White Dwarf**.")])
+    res = CliRunner().invoke(main, ["tasks", "import-specvi", str(g), "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert {t.key for t in load_tasks_file(out)} == {"carbon", "cv", "wd"}
+
+
+def test_specvi_bad_file(tmp_path):
+    f = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"a": [1]}), f)
+    with pytest.raises(ConfigError, match="data_source and prompt"):
+        specvi_task_prompts(f)
+
+
+def test_cli_tasks_list_and_show(tmp_path):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+
+    res = CliRunner().invoke(main, ["tasks", "list"])
+    assert res.exit_code == 0
+    for key in EXPECTED:
+        assert key in res.output
+    res = CliRunner().invoke(main, ["tasks", "show", "cc"])
+    assert res.exit_code == 0 and "**Carbon Star (C-type)**" in res.output and "builtin-" in res.output
+    res = CliRunner().invoke(main, ["tasks", "show", "nope"])
+    assert res.exit_code == 2 and "unknown task" in res.output
