@@ -60,7 +60,6 @@ def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
         "ew_hg": equivalent_width(rs, (4322.0, 4362.0), ((4285.0, 4312.0), (4370.0, 4395.0)), "EW(Hγ)"),
         "ew_hei5876": equivalent_width(rs, (5867.0, 5887.0), ((5835.0, 5860.0), (5905.0, 5930.0)), "EW(He I 5876)"),
         "ew_heii4686": equivalent_width(rs, (4677.0, 4697.0), ((4645.0, 4670.0), (4705.0, 4730.0)), "EW(He II 4686)"),
-        "ew_oiii5007": equivalent_width(rs, (5001.0, 5015.0), ((4975.0, 4995.0), (5025.0, 5045.0)), "EW([O III] 5007)"),
         "ew_sii": equivalent_width(rs, (6712.0, 6740.0), ((6680.0, 6705.0), (6750.0, 6775.0)), "EW([S II] 6718+6733)"),
         "fwhm_ha": line_fwhm(rs, H_ALPHA, 60.0, ha_c, emission=True, name="FWHM(Hα)"),
         "fwhm_hb": line_fwhm(rs, H_BETA, 45.0, hb_c, emission=True, name="FWHM(Hβ)"),
@@ -90,6 +89,7 @@ def _ss(rs: RestSpectrum) -> dict[str, Measurement]:
         "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
         "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
         "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
+        "slope": continuum_slope(rs, (4560.0, 4640.0), (7450.0, 7550.0), "continuum slope α"),
         "snr_red": snr_per_angstrom(rs, 6400.0, 7150.0, "S/N(6400-7150 Å)"),
     }
 
@@ -126,10 +126,18 @@ def _wd(rs: RestSpectrum) -> dict[str, Measurement]:
         # higher-order Balmer lines: in an A/B star H9 (3836) stands apart from H10 (3798); in a DA they merge
         "h9_contrast": band_depth(rs, (3832.0, 3840.0), ((3816.0, 3824.0), (3852.0, 3860.0)), "H9 contrast"),
         "ew_hei4471": equivalent_width(rs, (4460.0, 4486.0), ((4425.0, 4450.0), (4495.0, 4520.0)), "EW(He I 4471)"),
-        "ew_hei5876": equivalent_width(rs, (5862.0, 5892.0), ((5820.0, 5850.0), (5910.0, 5940.0)), "EW(He I 5876)"),
+        "ew_hei5876": equivalent_width(rs, (5866.0, 5886.0), ((5830.0, 5855.0), (5905.0, 5930.0)), "EW(He I 5876)"),
         "ca_k": band_depth(rs, (3927.0, 3940.0), ((3910.0, 3922.0), (3950.0, 3960.0)), "Ca II K depth"),
         "slope": continuum_slope(rs, (4560.0, 4640.0), (6020.0, 6120.0), "continuum slope α"),
         "snr_blue": snr_per_angstrom(rs, 4200.0, 5050.0, "S/N(4200-5050 Å)"),
+    }
+
+
+def nebular_lines(rs: RestSpectrum) -> dict[str, Measurement]:
+    """Checks made for every task: narrow forbidden [O III] 5007 emission marks a galaxy, QSO or nebula, not a star."""
+    return {
+        "ew_oiii5007": equivalent_width(rs, (5002.0, 5015.0), ((4975.0, 4995.0), (5030.0, 5050.0)), "EW([O III] 5007)"),
+        "ew_hb_core": equivalent_width(rs, (4852.0, 4873.0), ((4800.0, 4830.0), (4895.0, 4925.0)), "EW(Hβ core)"),
     }
 
 

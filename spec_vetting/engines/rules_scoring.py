@@ -1,0 +1,333 @@
+"""From measured diagnostics to a verdict: per-task scores, data-quality gates and the logistic calibration.
+
+Each task has a hand-written score (the sum of a few physically motivated terms, documented in each function) whose
+sign is meant to say YES (> 0) or NO (< 0). ``p_yes = 1 / (1 + exp(-(a * score + b)))`` with ``(a, b)`` per task
+fitted by ``benchmarks/rules_quality.py --calibrate`` on synthetic spectra (seed range in
+:data:`CALIBRATION_SEEDS`) and pasted into :data:`CALIBRATION`; the verdict is YES when ``p_yes >= 0.5``.
+
+Before a score is read, gates apply in this order:
+
+1. redshift ``z > 0.01`` (far above stellar velocities): NO for every stellar task;
+2. narrow [O III] 5007 emission stronger than Hβ: a galaxy, QSO or nebula, NO for every stellar task;
+3. the task's key windows must be measurable (covered, not masked, errors small enough to rule the feature in or
+   out); otherwise there is no verdict and the reason says which window failed and why (the loop records it as
+   UNDECIDED).
+
+Only the spectrum's arrays, ivar, mask and the redshift are read, never a survey's class labels.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .diagnostics import Measurement, RestSpectrum
+from .diagnostics_features import FeatureSet, feature_set, nebular_lines
+
+#: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
+STELLAR_Z_MAX = 0.01
+#: score given when a gate (redshift, nebular lines) decides NO before the task's own score
+GATE_SCORE = -8.0
+
+#: p_yes = sigmoid(a * score + b), per task; fitted by ``benchmarks/rules_quality.py --calibrate``
+CALIBRATION: dict[str, tuple[float, float]] = {
+    "cv": (1.5, 0.0),
+    "carbon": (1.5, 0.0),
+    "ss": (1.5, 0.0),
+    "gm": (1.5, 0.0),
+    "wd": (1.5, 0.0),
+}
+#: synthetic seeds the calibration (and the choice of thresholds) used; the quality test set uses other seeds
+CALIBRATION_SEEDS = range(0, 0)
+
+
+@dataclass
+class TaskScore:
+    """What a task's scorer concluded: a score, or why the data cannot support one."""
+
+    score: float | None
+    abstain_reason: str | None = None
+    yes_text: str = ""  # one sentence used as the justification when the verdict is YES
+    no_text: str = ""  # ... and when it is NO
+    cited: list[str] = field(default_factory=list)  # keys of the measurements the score read
+
+
+@dataclass
+class Decision:
+    """The rules engine's conclusion for one spectrum and task."""
+
+    task: str
+    class_name: str
+    verdict: str | None  # "YES" | "NO" | None (= no verdict: UNDECIDED with ``reason``)
+    score: float | None
+    p_yes: float | None
+    reason: str | None  # why there is no verdict
+    justification: str
+    measurements: dict[str, Measurement]
+    cited: list[str]
+    redshift: float
+    redshift_known: bool
+
+
+def _v(m: Measurement, default: float = 0.0) -> float:
+    return default if m.value is None else float(m.value)
+
+
+def _usable(m: Measurement, max_error: float) -> bool:
+    return m.ok and (m.error is None or m.error <= max_error)
+
+
+def _clip(x: float, lo: float, hi: float) -> float:
+    return float(min(hi, max(lo, x)))
+
+
+def _unusable_reason(ms: list[Measurement], max_error: float) -> str:
+    parts = []
+    for m in ms:
+        if not m.ok:
+            parts.append(f"{m.name}: {m.why}")
+        else:
+            parts.append(f"{m.name} = {m.value:.2f} ± {m.error:.2f} (error above {max_error:g}: S/N too low)")
+    return "; ".join(parts)
+
+
+def score_cv(m: dict[str, Measurement]) -> TaskScore:
+    """Balmer emission (negative EW) in Hα and Hβ, helped by He I/He II emission, broad or double-peaked profiles.
+
+    Terms: Hα emission per 10 Å, Hβ emission per 5 Å (a CV's decrement is flat, so Hβ weighs more than in an M
+    dwarf's chromosphere), He I 5876 and He II 4686 per 2 Å, +1 for FWHM ≥ 15 Å (≥ 700 km/s), +1 for two peaks,
+    -1.5 when [S II] is strong against Hα (H II region); offset -2 so a normal star sits near -3.
+    """
+    key = [m["ew_ha"], m["ew_hb"]]
+    if not any(_usable(x, 4.0) for x in key):
+        return TaskScore(None, "the Balmer emission diagnostics cannot be measured: " + _unusable_reason(key, 4.0))
+    e_ha = -_v(m["ew_ha"]) if _usable(m["ew_ha"], 4.0) else 0.0
+    e_hb = -_v(m["ew_hb"]) if _usable(m["ew_hb"], 4.0) else 0.0
+    s = 0.5 * _clip(e_ha / 10.0, -1.0, 5.0) + 0.8 * _clip(e_hb / 5.0, -1.0, 5.0)
+    cited = [k for k in ("ew_ha", "ew_hb") if _usable(m[k], 4.0)]
+    if e_hb > 0 and _usable(m["ew_hg"], 4.0):
+        s += 0.2 * _clip(-_v(m["ew_hg"]) / 4.0, 0.0, 4.0)
+        cited.append("ew_hg")
+    for k in ("ew_hei5876", "ew_heii4686"):
+        if _usable(m[k], 2.0):
+            s += 0.3 * _clip(-_v(m[k]) / 2.0, -1.0, 3.0)
+            cited.append(k)
+    widths = [_v(m[k]) for k in ("fwhm_ha", "fwhm_hb") if m[k].ok]
+    if widths:
+        cited += [k for k in ("fwhm_ha", "fwhm_hb") if m[k].ok]
+        if max(widths) >= 15.0:
+            s += 1.0
+        elif max(widths) < 8.0:
+            s -= 0.5
+    if m["dp_ha"].ok and _v(m["dp_ha"]) > 300.0:
+        s += 1.0
+        cited.append("dp_ha")
+    if _usable(m["ew_sii"], 2.0) and -_v(m["ew_sii"]) > max(2.0, 0.2 * e_ha):
+        s -= 1.5
+        cited.append("ew_sii")
+    s -= 2.0
+    return TaskScore(
+        s,
+        yes_text="strong Balmer emission" + (" with broad profiles" if widths and max(widths) >= 15 else "")
+        + " as in an accreting cataclysmic variable",
+        no_text="no strong broad Balmer emission of the kind a cataclysmic variable shows",
+        cited=cited,
+    )
+
+
+def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: float) -> tuple[float | None, list]:
+    used = [(k, w) for k, w in weights.items() if _usable(m[k], max_error)]
+    if not used:
+        return None, []
+    total = sum(w for _, w in used)
+    return sum(w * _v(m[k]) for k, w in used) / total, [k for k, _ in used]
+
+
+def score_carbon(m: dict[str, Measurement]) -> TaskScore:
+    """Mean C2 Swan band depth (5165 and 5636 weigh 1, 4737 weighs 0.5) above 0.12, ×12; +CN 4216; −TiO 7054.
+
+    The C2 heads absorb blueward; the TiO 5167 head and Mg b absorb redward, so an M or K star gives a negative
+    C2 5165 depth.
+    """
+    key = [m["c2_5165"], m["c2_5636"]]
+    if not any(_usable(x, 0.08) for x in key):
+        return TaskScore(None, "the C2 Swan band heads cannot be measured: " + _unusable_reason(key, 0.08))
+    c2, cited = _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08)
+    s = 12.0 * (c2 - 0.12)
+    if _usable(m["cn_4216"], 0.1):
+        s += 2.0 * _clip(_v(m["cn_4216"]), -0.2, 0.5)
+        cited.append("cn_4216")
+    if _usable(m["tio_7054"], 0.05) and _v(m["tio_7054"]) > 0.15 and c2 < 0.1:
+        s -= 2.0
+        cited.append("tio_7054")
+    return TaskScore(
+        s,
+        yes_text="deep C2 Swan bands absorbing blueward of their heads, the signature of a carbon star",
+        no_text="no C2 Swan band absorption at the 4737/5165/5636 Å heads",
+        cited=cited,
+    )
+
+
+def score_ss(m: dict[str, Measurement]) -> TaskScore:
+    """Mean ZrO band depth (6474 and 5551 weigh 1, 4640 weighs 0.5) above 0.08, ×10; a cool (red) continuum.
+
+    Hot stars' Hα wings depress 6478-6520 Å a little, so a blue continuum (α < 1) costs up to 1.5; C2 bands
+    (a carbon star, not an S star) cost 4 per unit depth above 0.1.
+    """
+    key = [m["zro_6474"], m["zro_5551"]]
+    if not any(_usable(x, 0.08) for x in key):
+        return TaskScore(None, "the ZrO bands cannot be measured: " + _unusable_reason(key, 0.08))
+    zro, cited = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0, "zro_4640": 0.5}, 0.08)
+    s = 10.0 * (zro - 0.08)
+    if m["slope"].ok:
+        s += 0.5 * _clip(_v(m["slope"]) - 1.0, -3.0, 2.0)
+        cited.append("slope")
+    if _usable(m["tio_6159"], 0.05):
+        cited.append("tio_6159")
+    if _usable(m["c2_5165"], 0.08) and _v(m["c2_5165"]) > 0.1:
+        s -= 4.0 * (_v(m["c2_5165"]) - 0.1) * 10
+        cited.append("c2_5165")
+    return TaskScore(
+        s,
+        yes_text="ZrO bands absorbing redward of their 5551/6474 Å heads in a cool star, the mark of an S star",
+        no_text="no ZrO band absorption at 5551/6474 Å beyond what TiO or the continuum explain",
+        cited=cited,
+    )
+
+
+def score_gm(m: dict[str, Measurement]) -> TaskScore:
+    """TiO depth (max of 7054 and 6159 bands) above 0.2, ×10, −3 when below 0.12 (not an M star);
+    gravity: Na I 8183/8195 EW above 1.5 Å costs 0.8 per Å (dwarfs), Ca II 8542 EW above 3 Å adds 0.5 per Å
+    (giants); C2 or ZrO bands (carbon or S stars) cost.
+    """
+    key = [m["tio_7054"], m["tio_6159"]]
+    if not any(_usable(x, 0.05) for x in key):
+        return TaskScore(None, "the TiO bands cannot be measured: " + _unusable_reason(key, 0.05))
+    tio = max(_v(x, -1.0) for x in key if _usable(x, 0.05))
+    cited = [k for k in ("tio_7054", "tio_6159") if _usable(m[k], 0.05)]
+    s = 10.0 * (tio - 0.2)
+    if tio < 0.12:
+        s -= 3.0
+    if _usable(m["ew_nai"], 1.0):
+        s -= 0.8 * _clip(_v(m["ew_nai"]) - 1.5, -1.0, 5.0)
+        cited.append("ew_nai")
+    if _usable(m["ew_cat"], 1.0):
+        s += 0.5 * _clip(_v(m["ew_cat"]) - 3.0, -2.0, 3.0)
+        cited.append("ew_cat")
+    if _usable(m["cah_6975"], 0.05):
+        cited.append("cah_6975")
+    for k in ("c2_5165", "zro_6474"):
+        if _usable(m[k], 0.08) and _v(m[k]) > 0.1:
+            s -= 20.0 * (_v(m[k]) - 0.1)
+            cited.append(k)
+    return TaskScore(
+        s,
+        yes_text="strong TiO bands with weak gravity-sensitive Na I, as in an M giant",
+        no_text="not an M giant: " + ("TiO bands too weak for an M star" if tio < 0.12 else
+                                      "the gravity-sensitive features point to a dwarf or the TiO bands are weak"),
+        cited=cited,
+    )
+
+
+def score_wd(m: dict[str, Measurement]) -> TaskScore:
+    """DA: Balmer FWHM above 30 Å (0.08 per Å), EW above 22 Å (0.1 per Å), merged higher-order lines (H9 contrast
+    below 0.3), a hot continuum (α < -1.5). DB: He I 4471/5876 absorption in a hot star without Balmer lines.
+    The score is the larger of the two.
+    """
+    ews = [m["ew_hb"], m["ew_hg"]]
+    if not any(_usable(x, 5.0) for x in ews):
+        return TaskScore(None, "the Balmer line profiles cannot be measured: " + _unusable_reason(ews, 5.0))
+    cited = [k for k in ("ew_hb", "ew_hg") if _usable(m[k], 5.0)]
+    ew = float(np.mean([_v(m[k]) for k in cited]))
+    widths = [k for k in ("fwhm_hb", "fwhm_hg", "fwhm_hd") if m[k].ok]
+    cited += widths
+    fwhm = float(np.mean([_v(m[k]) for k in widths])) if widths else None
+    hot = 0.0
+    if m["slope"].ok:
+        hot = 0.5 * _clip(-_v(m["slope"]) - 1.5, -2.0, 2.0)
+        cited.append("slope")
+    sa = (0.08 * (fwhm - 30.0) if fwhm is not None else -1.0) + 0.1 * (ew - 22.0) + hot
+    if _usable(m["h9_contrast"], 0.15):
+        sa += 2.0 * _clip(0.3 - _v(m["h9_contrast"]), -0.5, 0.3)
+        cited.append("h9_contrast")
+    sb = -1.5 + hot - 0.2 * max(ew, 0.0)
+    for k, w in (("ew_hei4471", 0.8), ("ew_hei5876", 0.5)):
+        if _usable(m[k], 1.5):
+            sb += w * _clip(_v(m[k]) - 1.5, -2.0, 4.0)
+    if sb > sa:
+        cited += [k for k in ("ew_hei4471", "ew_hei5876") if _usable(m[k], 1.5)]
+    return TaskScore(
+        max(sa, sb),
+        yes_text=("very broad, deep Balmer lines with merged higher-order members in a hot continuum, as in a DA "
+                  "white dwarf") if sa >= sb else "He I absorption in a hot continuum without hydrogen, as in a DB "
+                                                   "white dwarf",
+        no_text="the Balmer lines are too narrow or too weak for a white dwarf's pressure-broadened profiles",
+        cited=cited,
+    )
+
+
+SCORERS: dict[str, Callable[[dict[str, Measurement]], TaskScore]] = {
+    "cv": score_cv,
+    "carbon": score_carbon,
+    "ss": score_ss,
+    "gm": score_gm,
+    "wd": score_wd,
+}
+
+
+def p_yes_from_score(task: str, score: float) -> float:
+    a, b = CALIBRATION[task]
+    x = a * score + b
+    return float(1.0 / (1.0 + math.exp(-x))) if x > -700 else 0.0
+
+
+def _nebular(rs: RestSpectrum) -> tuple[bool, dict[str, Measurement]]:
+    """True when narrow [O III] 5007 emission is significant (EW < -5 Å at > 4 sigma) and stronger than Hβ's."""
+    m = nebular_lines(rs)
+    oiii, hb = m["ew_oiii5007"], m["ew_hb_core"]
+    if not oiii.ok or _v(oiii) > -5.0 or oiii.snr < 4.0:
+        return False, m
+    hb_emission = max(0.0, -_v(hb)) if hb.ok else 0.0
+    return -_v(oiii) > 1.5 * hb_emission, m
+
+
+def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decision:
+    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason."""
+    fs: FeatureSet | None = feature_set(task)
+    if fs is None:
+        reason = f"the rules engine has diagnostics for cv, carbon, ss, gm and wd only, not for task {task!r}"
+        return Decision(task, task, None, None, None, reason, "", {}, [], rs.redshift, redshift_known)
+    key = fs.task
+    measurements = fs.measure(rs)
+
+    def verdict_of(score: float, justification: str, cited: list[str]) -> Decision:
+        p = p_yes_from_score(key, score)
+        verdict = "YES" if p >= 0.5 else "NO"
+        return Decision(key, fs.class_name, verdict, score, p, None, justification, measurements, cited,
+                        rs.redshift, redshift_known)
+
+    if redshift_known and rs.redshift > STELLAR_Z_MAX:
+        return verdict_of(
+            GATE_SCORE,
+            f"the redshift z = {rs.redshift:.4f} is far above stellar velocities: an extragalactic object, "
+            f"not a {fs.class_name.lower()}",
+            [],
+        )
+    is_nebular, neb = _nebular(rs)
+    if is_nebular:
+        measurements = {**measurements, **neb}
+        return verdict_of(
+            GATE_SCORE,
+            f"strong narrow [O III] 5007 emission ({neb['ew_oiii5007'].fmt()}) marks a galaxy or nebula, "
+            f"not a {fs.class_name.lower()}",
+            ["ew_oiii5007", "ew_hb_core"],
+        )
+    ts = SCORERS[key](measurements)
+    if ts.score is None:
+        return Decision(key, fs.class_name, None, None, None, ts.abstain_reason, "", measurements, [],
+                        rs.redshift, redshift_known)
+    p = p_yes_from_score(key, ts.score)
+    return verdict_of(ts.score, ts.yes_text if p >= 0.5 else ts.no_text, ts.cited)
