@@ -146,24 +146,25 @@ class QwenInputBuilder:
         pad = tokenizer.pad_token_id
         self.pad_token_id = pad if pad is not None else tokenizer.convert_tokens_to_ids("<|endoftext|>")
 
-    def render(self, messages: list[dict[str, Any]]) -> str:
-        """The prompt text, generation prompt included, exactly as the server's template writes it."""
+    def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True) -> str:
+        """The prompt text exactly as the server's template writes it (generation prompt included by default)."""
         return self.tokenizer.apply_chat_template(
-            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=True
+            messages, chat_template=self.chat_template, tokenize=False, add_generation_prompt=add_generation_prompt
         )
 
     def image_token_count(self, grid_thw) -> int:
         t, h, w = (int(x) for x in grid_thw)
         return t * h * w // (self.merge_size**2)
 
-    def build(self, conversations: list[list[dict[str, Any]]]) -> QwenBatch:
+    def build(self, conversations: list[list[dict[str, Any]]], *, add_generation_prompt: bool = True) -> QwenBatch:
         import torch
 
         rows: list[list[int]] = []
         all_images = []
         image_tokens = []
         for c, messages in enumerate(conversations):
-            ids = self.tokenizer(self.render(messages), add_special_tokens=False)["input_ids"]
+            text = self.render(messages, add_generation_prompt=add_generation_prompt)
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
             images = images_in_order(messages)
             n_pads = sum(1 for t in ids if t == self.image_token_id)
             if n_pads != len(images):
