@@ -1,0 +1,52 @@
+"""`spec-vet eval ROOT`: metrics of a run against labels."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..errors import SpecVettingError
+
+
+def load_labelled_run(root, run_id, labels_file):
+    """The run's verdict rows with labels attached (file labels override the catalog's)."""
+    from ..report.labels import attach_labels, read_label_file
+    from ..report.run_data import read_run
+
+    data = read_run(root, run_id, with_turns=False)
+    labels = read_label_file(labels_file) if labels_file else None
+    attach_labels(data.verdicts, labels)
+    return data
+
+
+@click.command("eval")
+@click.argument("root", type=click.Path(exists=True, file_okay=False))
+@click.option("--labels", "labels_file", type=click.Path(exists=True, dir_okay=False),
+              help="CSV/Parquet with candidate_id, label (YES/NO) and optionally task; or the review page's export")
+@click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+@click.option("--json", "as_json", is_flag=True, help="print a JSON object (per_task, macro_f1, ...) instead of text")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
+              help="write confusion.png and calibration.png into this folder")
+def eval_cmd(root, labels_file, run_id, as_json, plots_dir):
+    """Accuracy, precision, recall and F1 of YES per task, macro-F1, confusion and calibration of a run.
+
+    UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, never a
+    false positive. Exit code 1 when the catalog or the label file cannot be read.
+    """
+    from ..evaluate import evaluate, format_text, write_plots
+
+    try:
+        data = load_labelled_run(root, run_id, labels_file)
+    except SpecVettingError as exc:
+        raise click.ClickException(str(exc)) from exc
+    ev = evaluate(data.verdicts, run_id=data.run_id)
+    written = write_plots(ev, plots_dir) if plots_dir else []
+    if as_json:
+        out = ev.to_json()
+        out["plots"] = [str(p) for p in written]
+        click.echo(json.dumps(out, indent=2))
+    else:
+        click.echo(format_text(ev))
+        for path in written:
+            click.echo(f"wrote {path}")

@@ -1,0 +1,230 @@
+"""Turn vetted runs into training data for the two Spec-o3 training stages (protocol section 7).
+
+- SFT (LLaMA-Factory, ShareGPT format): one record per trajectory whose verdict is confirmed, i.e. a YES/NO verdict
+  that equals the label (from the candidate list, a label file, or a reviewer's agree/disagree decision). The
+  conversation is rebuilt with the inspection layer's own message builders, so it holds exactly the text the model
+  saw and wrote: the system text with the tools block, ``<image>`` + newline + task text, each assistant turn as raw
+  text, each tool answer as a human turn ``<tool_response>\\n<image>text\\n</tool_response>``. Images are written
+  to ``DIR/images/`` and a ``dataset_info.json`` entry points LLaMA-Factory at the records.
+- verl (GRPO): SpecVI-Bench-like Parquet rows, one per labelled (candidate, task): ``data_source`` (task),
+  ``prompt`` (system + user messages, ``<image>`` placeholder), ``images`` (the full view), ``ability``,
+  ``reward_model`` {style, ground_truth}, ``agent_name`` and ``extra_info`` with ``index``, ``name``,
+  ``candidate_id`` and ``tools_kwargs.spectral_visualization_tool.create_kwargs`` = {wavelength, flux, redshift}.
+  The arrays are NOT in the catalog: they come from re-reading each candidate's file with
+  ``spec_vetting.io.read_spectrum(path, target)``, whole (observed frame, every pixel, as the published data), with
+  the redshift the run used. Candidates without a file (inline SpecVI rows) or whose file no longer reads are
+  skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
+from .inspect.tasks import get_task
+from .inspect.types import ImagePart, Message, TextPart
+from .report.labels import attach_labels
+from .report.run_data import RunData
+
+log = logging.getLogger(__name__)
+
+SFT_DATASET_NAME = "spec_vetting_sft"
+SFT_RECORDS_FILE = "spec_vetting_sft.json"
+SHAREGPT_ROLES = {"system": "system", "user": "human", "assistant": "gpt"}
+IMAGE_TOKEN = "<image>"  # LLaMA-Factory's and verl's image placeholder
+VERL_AGENT_NAME = "tool_agent"
+VERL_ABILITY = "spectral_inspection"
+
+
+@dataclass
+class ExportSummary:
+    written: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # reason -> rows
+    files: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def text(self) -> str:
+        lines = [f"{self.written} records written"]
+        lines += [f"  skipped {n}: {reason}" for reason, n in sorted(self.skipped.items())]
+        lines += [f"  {f}" for f in self.files]
+        return "\n".join(lines)
+
+
+def message_to_sharegpt(message: Message) -> tuple[dict, list[bytes]]:
+    """One ShareGPT turn: text parts as is, each image part as ``<image>``; returns the turn and its images."""
+    value, images = [], []
+    for part in message.parts:
+        if isinstance(part, ImagePart):
+            value.append(IMAGE_TOKEN)
+            images.append(part.png)
+        elif isinstance(part, TextPart):
+            value.append(part.text)
+    return {"from": SHAREGPT_ROLES[message.role], "value": "".join(value)}, images
+
+
+def trajectory_messages(data: RunData, row: dict) -> list[Message] | None:
+    """The whole conversation of one inspection, or None when the catalog lacks a piece of it."""
+    cid, task = row["candidate_id"], row["task"]
+    first_image = data.initial_image(cid, task)
+    turns = data.assistant_turns(cid, task)
+    if first_image is None or not turns:
+        return None
+    messages = build_initial_messages(get_task(task), first_image)
+    for i, turn in enumerate(turns):
+        if not turn.get("assistant_text"):
+            return None
+        messages.append(assistant_message(turn["assistant_text"]))
+        last = i == len(turns) - 1
+        if not last:
+            if turn.get("tool_response_text") is None:
+                return None  # a middle turn without a tool answer: the catalog is incomplete
+            messages.append(tool_response_message(turn["tool_response_text"], turn.get("image_png")))
+    return messages
+
+
+def confirmed(row: dict) -> bool:
+    return row.get("verdict") in ("YES", "NO") and row.get("label") == row.get("verdict")
+
+
+def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool = False) -> ExportSummary:
+    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``."""
+    out = Path(out_dir)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    summary = ExportSummary()
+    records = []
+    rows = attach_labels([dict(r) for r in data.verdicts], labels)
+    for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
+        if row.get("label") is None:
+            summary.skip("no label or reviewer decision")
+            continue
+        if not confirmed(row):
+            summary.skip("verdict not confirmed by the label")
+            continue
+        if row.get("status") != "well_formed" and not include_recovered:
+            summary.skip("answer format recovered, not well formed (--include-recovered to keep)")
+            continue
+        messages = trajectory_messages(data, row)
+        if messages is None:
+            summary.skip("trajectory incomplete in the catalog (missing image or turn text)")
+            continue
+        index = len(records)
+        conversation, image_paths = [], []
+        for message in messages:
+            turn, images = message_to_sharegpt(message)
+            conversation.append(turn)
+            for png in images:
+                name = f"images/lf_{row['task']}_{index}_{len(image_paths)}.png"
+                (out / name).write_bytes(png)
+                image_paths.append(name)
+        records.append({
+            "conversations": conversation,
+            "images": image_paths,
+            "sample_index": index,
+            "source_name": row.get("path") or row["candidate_id"],
+            "candidate_id": row["candidate_id"],
+            "task": row["task"],
+            "ground_truth": row["label"],
+            "total_iterations": sum(1 for m in messages if m.role == "assistant"),
+            "total_tool_calls": sum(1 for m in messages[2:] if m.role == "user"),
+            "run_id": data.run_id,
+        })
+    records_path = out / SFT_RECORDS_FILE
+    records_path.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+    info_path = out / "dataset_info.json"
+    info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
+    info[SFT_DATASET_NAME] = {
+        "file_name": SFT_RECORDS_FILE,
+        "formatting": "sharegpt",
+        "columns": {"messages": "conversations", "images": "images"},
+        "tags": {"role_tag": "from", "content_tag": "value", "user_tag": "human", "assistant_tag": "gpt",
+                 "system_tag": "system"},
+    }
+    info_path.write_text(json.dumps(info, indent=2), encoding="utf-8")
+    summary.written = len(records)
+    summary.files = [str(records_path), str(info_path), str(out / "images")]
+    return summary
+
+
+def _target(value):
+    if value is None:
+        return None
+    text = str(value)
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def _finite_or_none(value):
+    return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
+
+
+def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[dict], ExportSummary]:
+    """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads."""
+    from .errors import SpectrumReadError
+
+    if read_spectrum is None:
+        from .io import read_spectrum
+    summary = ExportSummary()
+    out = []
+    rows = attach_labels([dict(r) for r in data.verdicts], labels)
+    for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
+        if row.get("label") is None:
+            summary.skip("no label or reviewer decision")
+            continue
+        if not row.get("path"):
+            summary.skip("no spectrum file to re-read (inline candidate)")
+            continue
+        image = data.initial_image(row["candidate_id"], row["task"])
+        if image is None:
+            summary.skip("no full-view image in the catalog")
+            continue
+        try:
+            spectrum = read_spectrum(row["path"], _target(row.get("target")))
+        except SpectrumReadError as exc:
+            log.warning("verl export: skipping %s (%s)", row["candidate_id"], exc)
+            summary.skip("spectrum file no longer readable")
+            continue
+        task = get_task(row["task"])
+        redshift = _finite_or_none(row.get("redshift"))
+        out.append({
+            "data_source": row["task"],
+            "prompt": [
+                {"role": "system", "content": build_initial_messages(task, image)[0].text},
+                {"role": "user", "content": IMAGE_TOKEN + "\n" + task.prompt},
+            ],
+            "images": [{"bytes": image}],
+            "ability": VERL_ABILITY,
+            "reward_model": {"style": "rule", "ground_truth": row["label"]},
+            "agent_name": VERL_AGENT_NAME,
+            "extra_info": {
+                "index": len(out),
+                "name": Path(row["path"]).name,
+                "candidate_id": row["candidate_id"],
+                "tools_kwargs": {"spectral_visualization_tool": {"create_kwargs": {
+                    "wavelength": [float(x) for x in spectrum.wavelength],
+                    "flux": [float(x) for x in spectrum.flux],
+                    "redshift": redshift,
+                }}},
+            },
+        })
+    summary.written = len(out)
+    return out, summary
+
+
+def export_verl(data: RunData, out_file, *, labels=None, read_spectrum=None) -> ExportSummary:
+    """Write :func:`verl_rows` to one Parquet file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, summary = verl_rows(data, labels=labels, read_spectrum=read_spectrum)
+    out = Path(out_file)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(out)
+    summary.files = [str(out)]
+    return summary
