@@ -1,0 +1,265 @@
+"""The output catalog: explicit Arrow schemas of ``verdicts`` and ``turns``, and the readers of a catalog root.
+
+A catalog root accumulates runs::
+
+    ROOT/verdicts/run_date=YYYY-MM-DD/task=T/part-<run_id>-<shard>.parquet   one row per (candidate, task, run)
+    ROOT/turns/run_date=YYYY-MM-DD/task=T/part-<run_id>-<shard>.parquet      one row per turn (+ a turn -1 row)
+    ROOT/_runs/<run_id>/manifest.json, run.log, shards/<shard>.done          provenance, log, resume markers
+    ROOT/_runs/LATEST                                                        the id of the latest run
+
+Hive partitioning: ``run_date`` and ``task`` are folder names, not columns inside the files; every reader that
+understands hive partitioning (pyarrow, pandas, polars, DuckDB) adds them back. Names starting with ``_`` or ``.``
+are ignored by all of them, which is why temporary shard files and run records are named that way.
+
+Images are stored once, as PNG bytes in ``turns.image_png``: the full view the model saw first is the row with
+``turn = -1`` (no assistant text), each zoom picture is on the turn whose tool call produced it.
+
+Each field carries ``description`` and, where it has one, ``unit`` in its metadata; the schema metadata carries
+``spec_vetting.schema`` (the table name) and ``spec_vetting.schema_version``. This module never imports engines or
+Dask.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+#: bump the minor number for added columns, the major one for renamed/removed/retyped columns
+SCHEMA_VERSION = "1.0"
+
+RUNS_DIR = "_runs"
+LATEST_FILE = "LATEST"
+MANIFEST_FILE = "manifest.json"
+
+
+def _f(name: str, type_: pa.DataType, description: str, unit: str | None = None, nullable: bool = True) -> pa.Field:
+    meta = {"description": description}
+    if unit:
+        meta["unit"] = unit
+    return pa.field(name, type_, nullable=nullable, metadata=meta)
+
+
+def _schema(table: str, fields: list[pa.Field], description: str) -> pa.Schema:
+    return pa.schema(
+        fields,
+        metadata={
+            "spec_vetting.schema": table,
+            "spec_vetting.schema_version": SCHEMA_VERSION,
+            "description": description,
+        },
+    )
+
+
+#: columns written in every file; the partition columns (run_date, task) are added by the hive folders
+VERDICTS_SCHEMA = _schema(
+    "verdicts",
+    [
+        _f("run_id", pa.string(), "Run that produced the row (ROOT/_runs/<run_id>/manifest.json)", nullable=False),
+        _f("candidate_id", pa.string(), "Candidate id from the candidate list (unique within a list)", nullable=False),
+        _f("verdict", pa.string(), "YES, NO, UNDECIDED (no parsable answer within budget) or ERROR", nullable=False),
+        _f("status", pa.string(), "Format of the answer: well_formed, recovered (a fallback found it) or none"),
+        _f("fallback", pa.string(), "Which answer-parsing fallback produced a recovered verdict"),
+        _f("p_yes", pa.float64(), "Probability that the answer is YES, 0-1; null when not estimated"),
+        _f("p_yes_source", pa.string(), "How p_yes was obtained: logprobs, self_consistency, rules_score"),
+        _f("justification", pa.string(), "The answer's justification text (after the boxed verdict)"),
+        _f("reason", pa.string(), "Why the verdict is UNDECIDED (budget, no answer ...)"),
+        _f("error_kind", pa.string(), "Machine-readable error kind when verdict is ERROR (read_error, engine_error ...)"),
+        _f("error_message", pa.string(), "What failed and what to do, when verdict is ERROR"),
+        _f("engine", pa.string(), "Engine that inspected: openai, local, rules ..."),
+        _f("engine_version", pa.string(), "Engine implementation version"),
+        _f("model", pa.string(), "Served model id or local model folder; null for the rules engine"),
+        _f("prompt_version", pa.string(), "Version id of the task prompt"),
+        _f("renderer_version", pa.string(), "Version id of the spectrum renderer (the pictures the model saw)"),
+        _f("survey", pa.string(), "lamost, sdss or desi (null when the spectrum could not be read)"),
+        _f("variant", pa.string(), "File layout variant, e.g. lamost-lrs-image, sdss-spec-lite, desi-coadd"),
+        _f("path", pa.string(), "Spectrum file as given in the candidate list"),
+        _f("target", pa.string(), "Target selector inside a multi-target file (DESI TARGETID or row), as text"),
+        _f("obsid", pa.int64(), "LAMOST observation id"),
+        _f("designation", pa.string(), "LAMOST designation"),
+        _f("plate", pa.int64(), "SDSS plate (SDSS-V: field)"),
+        _f("mjd", pa.int64(), "SDSS MJD of the plate (LAMOST: lmjd)", unit="d"),
+        _f("fiberid", pa.int64(), "SDSS or LAMOST fiber id"),
+        _f("specobjid", pa.string(), "SDSS specobjid, as text (it overflows int64 in some releases)"),
+        _f("targetid", pa.int64(), "DESI TARGETID"),
+        _f("ra", pa.float64(), "Right ascension (ICRS)", unit="deg"),
+        _f("dec", pa.float64(), "Declination (ICRS)", unit="deg"),
+        _f("healpix", pa.int64(), "HEALPix index of (ra, dec), nside 64, NESTED scheme; null when unknown"),
+        _f("redshift", pa.float64(), "Redshift the zoom tool used to go to the rest frame (survey pipeline's)"),
+        _f("pipeline_class", pa.string(), "Survey pipeline's class of the spectrum (never shown to the model)"),
+        _f("label", pa.string(), "Known answer from the candidate list (YES/NO), when given"),
+        _f("n_turns", pa.int32(), "Assistant turns taken"),
+        _f("n_tool_calls", pa.int32(), "Zoom tool calls made"),
+        _f("zoom_windows", pa.string(), "JSON list of [min, max] rest-frame windows the model zoomed into", unit="Angstrom"),
+        _f("prompt_tokens", pa.int64(), "Prompt tokens over all turns (null when the server did not report them)"),
+        _f("completion_tokens", pa.int64(), "Completion tokens over all turns"),
+        _f("cached_tokens", pa.int64(), "Prompt tokens served from the server's prefix cache over all turns"),
+        _f("attempts", pa.int32(), "Times the inspection was started (an endpoint that died makes it rerun)"),
+        _f("started_at", pa.timestamp("ms", tz="UTC"), "When the inspection started"),
+        _f("elapsed_s", pa.float64(), "Wall time of the inspection", unit="s"),
+        _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
+    ],
+    "One row per (candidate, task, run): the verdict and everything needed to trace it.",
+)
+
+TURNS_SCHEMA = _schema(
+    "turns",
+    [
+        _f("run_id", pa.string(), "Run that produced the row", nullable=False),
+        _f("candidate_id", pa.string(), "Candidate id, joins verdicts", nullable=False),
+        _f("turn", pa.int32(), "Assistant turn, 0-based; -1 is the full view shown before the first turn", nullable=False),
+        _f("assistant_text", pa.string(), "Raw assistant text of the turn (null on turn -1)"),
+        _f("tool_call", pa.string(), "JSON of the parsed tool call: name, arguments, error; null when none"),
+        _f("tool_response_text", pa.string(), "Text the tool answered (without the <tool_response> markup)"),
+        _f("zoom_min", pa.float64(), "Lower edge of the zoom window, rest frame", unit="Angstrom"),
+        _f("zoom_max", pa.float64(), "Upper edge of the zoom window, rest frame", unit="Angstrom"),
+        _f("image_png", pa.binary(), "PNG bytes of the picture shown: the full view on turn -1, the zoom otherwise"),
+        _f("prompt_tokens", pa.int64(), "Prompt tokens of this request"),
+        _f("completion_tokens", pa.int64(), "Completion tokens of this request"),
+        _f("cached_tokens", pa.int64(), "Prompt tokens of this request served from the prefix cache"),
+        _f("latency_s", pa.float64(), "Engine latency of this turn", unit="s"),
+        _f("endpoint", pa.string(), "Endpoint that answered (HTTP engine)"),
+        _f("finish_reason", pa.string(), "Why generation stopped: stop, length ..."),
+        _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
+    ],
+    "One row per assistant turn of each inspection, plus a turn -1 row carrying the initial full-view image.",
+)
+
+#: hive partition columns, in folder order
+PARTITION_SCHEMA = pa.schema([pa.field("run_date", pa.string()), pa.field("task", pa.string())])
+
+
+def column_docs(schema: pa.Schema) -> list[tuple[str, str, str, str]]:
+    """(name, type, unit, description) of each column, for documentation and ``catalog schema`` output."""
+    rows = []
+    for f in schema:
+        meta = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+        rows.append((f.name, str(f.type), meta.get("unit", ""), meta.get("description", "")))
+    return rows
+
+
+def _dataset(root: str | os.PathLike, table: str, schema: pa.Schema) -> ds.Dataset | None:
+    folder = Path(root) / table
+    if not folder.is_dir():
+        return None
+    full = pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)
+    return ds.dataset(
+        str(folder),
+        format="parquet",
+        schema=full,
+        partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+    )
+
+
+def _read(root, table: str, schema: pa.Schema, run_id: str | None, extra_filter=None, columns=None) -> pa.Table:
+    dataset = _dataset(root, table, schema)
+    if dataset is None:
+        full = pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)
+        empty = full.empty_table()
+        return empty.select(columns) if columns else empty
+    flt = None
+    if run_id is not None:
+        flt = pc.field("run_id") == run_id
+    if extra_filter is not None:
+        flt = extra_filter if flt is None else flt & extra_filter
+    return dataset.to_table(filter=flt, columns=columns)
+
+
+def read_verdicts(root: str | os.PathLike, run_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Verdict rows under ``root``: every run when ``run_id`` is None, else that run only (use
+    :func:`latest_run_id` for the latest). Includes the partition columns ``run_date`` and ``task``."""
+    return _read(root, "verdicts", VERDICTS_SCHEMA, run_id, columns=columns)
+
+
+def read_turns(
+    root: str | os.PathLike,
+    run_id: str | None = None,
+    candidate_ids: list[str] | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Turn rows under ``root`` (every run when ``run_id`` is None), optionally only for some candidates."""
+    flt = None
+    if candidate_ids is not None:
+        flt = pc.field("candidate_id").isin(pa.array(list(candidate_ids), pa.string()))
+    return _read(root, "turns", TURNS_SCHEMA, run_id, extra_filter=flt, columns=columns)
+
+
+def runs_dir(root: str | os.PathLike) -> Path:
+    return Path(root) / RUNS_DIR
+
+
+def read_manifest(root: str | os.PathLike, run_id: str) -> dict:
+    """The manifest of one run, as a dict (status, job, versions, counts, timings ...)."""
+    path = runs_dir(root) / run_id / MANIFEST_FILE
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def list_runs(root: str | os.PathLike) -> list[dict]:
+    """Every run recorded under ``root``, oldest first: dicts with run_id, run_date, status, started_at, counts."""
+    base = runs_dir(root)
+    if not base.is_dir():
+        return []
+    runs = []
+    for d in base.iterdir():
+        if not (d / MANIFEST_FILE).is_file():
+            continue
+        try:
+            m = read_manifest(root, d.name)
+        except (OSError, ValueError):
+            continue  # a manifest being replaced right now, or damaged: not a run we can describe
+        runs.append(
+            {
+                "run_id": m.get("run_id", d.name),
+                "run_date": m.get("run_date"),
+                "status": m.get("status"),
+                "started_at": m.get("started_at"),
+                "finished_at": m.get("finished_at"),
+                "counts": m.get("counts", {}),
+                "engine": (m.get("engine") or {}).get("engine"),
+                "model": (m.get("engine") or {}).get("model"),
+            }
+        )
+    runs.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]))
+    return runs
+
+
+def latest_run_id(root: str | os.PathLike) -> str | None:
+    """The latest run under ``root`` (the ``_runs/LATEST`` pointer, else the last one started), or None."""
+    pointer = runs_dir(root) / LATEST_FILE
+    if pointer.is_file():
+        run_id = pointer.read_text(encoding="utf-8").strip()
+        if run_id and (runs_dir(root) / run_id).is_dir():
+            return run_id
+    runs = list_runs(root)
+    return runs[-1]["run_id"] if runs else None
+
+
+def summarize_catalog(root: str | os.PathLike) -> dict:
+    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself."""
+    table = read_verdicts(root, columns=["run_id", "task", "verdict", "error_kind"])
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    errors: dict[str, dict[str, int]] = {}
+    for r in table.to_pylist():
+        by_task = counts.setdefault(r["run_id"], {}).setdefault(r["task"], {})
+        by_task[r["verdict"]] = by_task.get(r["verdict"], 0) + 1
+        if r["verdict"] == "ERROR":
+            e = errors.setdefault(r["run_id"], {})
+            kind = r["error_kind"] or "error"
+            e[kind] = e.get(kind, 0) + 1
+    runs = list_runs(root)
+    known = {r["run_id"] for r in runs}
+    # rows of a run whose manifest is gone still count
+    runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
+    return {
+        "root": str(root),
+        "latest_run_id": latest_run_id(root),
+        "runs": [
+            {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
+        ],
+        "n_rows": table.num_rows,
+    }

@@ -1,0 +1,262 @@
+"""The job file: what `spec-vet run` does, as a pydantic schema with a description per field.
+
+A job file is YAML; every field has a default except ``candidates`` and ``out``. ``spec-vet run --example`` prints
+a commented example (``example_job.yaml`` beside this module; a test keeps it and this schema in sync). Relative
+paths in a job file are relative to the file's folder. Environment variables override any field:
+``SPEC_VETTING_JOB__<FIELD>[__<SUBFIELD>]`` with a YAML value, e.g. ``SPEC_VETTING_JOB__ENGINE__MODEL=spec-o3``
+or ``SPEC_VETTING_JOB__SHARD_SIZE=50`` (handy in cron and containers).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ConfigError
+
+ENV_PREFIX = "SPEC_VETTING_JOB__"
+ENGINE_NAMES = ("rules", "openai", "local", "scripted")
+
+
+class _Strict(BaseModel):
+    # a misspelt key is an error, not a silently ignored setting
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineConfig(_Strict):
+    """Which engine inspects, and how to reach it."""
+
+    name: str | None = Field(
+        None,
+        description="rules | openai | local | scripted, or 'package.module:Class' for a custom engine; "
+        "default: openai when endpoints or a gateway are given, else rules",
+    )
+    endpoints: list[str] = Field(
+        default_factory=list,
+        description="OpenAI-compatible base URLs including /v1, one per model replica (openai engine)",
+    )
+    gateway: str | None = Field(
+        None,
+        description="one router URL (with /v1) in front of the replicas, used instead of endpoints; "
+        "max_inflight_per_endpoint then caps the gateway as a whole",
+    )
+    model: str | None = Field(
+        None, description="served model id (openai; default: the server's first model) or local model folder (local)"
+    )
+    api_key_env: str = Field("SPEC_VETTING_API_KEY", description="environment variable holding the API key, if any")
+    timeout_s: float = Field(300.0, gt=0, description="per-request timeout in seconds (openai)")
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="extra keyword options for the engine (e.g. device, dtype, batch for local)"
+    )
+
+    @property
+    def resolved_name(self) -> str:
+        if self.name:
+            return self.name
+        return "openai" if (self.endpoints or self.gateway) else "rules"
+
+    @field_validator("name")
+    @classmethod
+    def _known(cls, v: str | None) -> str | None:
+        if v is None or v in ENGINE_NAMES or ":" in v:
+            return v
+        raise ValueError(f"unknown engine {v!r}; use one of {', '.join(ENGINE_NAMES)} or 'module:Class'")
+
+
+class SamplingConfig(_Strict):
+    """Sent explicitly with every request; greedy by default, as the published validation."""
+
+    temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
+    top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
+    max_tokens: int = Field(2048, gt=0, description="max tokens per assistant turn")
+    seed: int | None = Field(None, description="sampling seed sent to the server, if any")
+    logprobs: bool = Field(False, description="ask for log-probabilities to compute p_yes from the answer token")
+    top_logprobs: int = Field(0, ge=0, description="alternatives per token when logprobs is on (e.g. 5)")
+    self_consistency_k: int = Field(
+        1, ge=1, description="k > 1: run k sampled inspections per candidate and set p_yes from their agreement"
+    )
+
+
+class ClusterConfig(_Strict):
+    """Where shards run. Default: a LocalCluster sized to the machine."""
+
+    scheduler_address: str | None = Field(
+        None, description="address of a running Dask scheduler (tcp://host:8786); the cluster fields below are ignored"
+    )
+    workers: int | None = Field(
+        None, ge=1, description="LocalCluster worker processes (default: CPU count, at most the number of shards)"
+    )
+    threads_per_worker: int = Field(
+        1, ge=1, description="shards run at once per worker; each shard already runs many inspections concurrently"
+    )
+    processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
+    memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
+    dashboard: bool = Field(True, description="serve the Dask dashboard (address printed at start)")
+
+
+class BudgetConfig(_Strict):
+    """Limits per inspection; exceeding one gives an UNDECIDED verdict with the reason."""
+
+    max_turns: int = Field(8, ge=1, description="assistant turns per inspection (8 in training)")
+    token_budget: int | None = Field(None, ge=1, description="total tokens per inspection (prompt + completion)")
+    time_budget_s: float | None = Field(None, gt=0, description="wall time per inspection in seconds")
+    max_endpoint_retries: int = Field(2, ge=0, description="reruns of an inspection whose endpoint died")
+
+
+class JobConfig(_Strict):
+    """One `spec-vet run`."""
+
+    candidates: list[str] = Field(
+        ..., min_length=1,
+        description="candidate sources: CSV/Parquet/FITS tables, folders or globs of spectra, DESI coadds, "
+        "SpecVI-Bench parquet files",
+    )
+    tasks: list[str] = Field(
+        default_factory=list,
+        description="task keys of this run. A candidate row with its own task runs it only if it is listed here "
+        "(all row tasks run when this is empty); a row without a task runs every task listed here",
+    )
+    tasks_file: str | None = Field(None, description="YAML file of extra or overriding tasks (see `spec-vet tasks`)")
+    out: str = Field(..., description="catalog root; runs accumulate under it")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="the engine")
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig, description="sampling of every request")
+    budgets: BudgetConfig = Field(default_factory=BudgetConfig, description="limits per inspection")
+    max_inflight_per_endpoint: int = Field(
+        8, ge=1,
+        description="in-flight inspections per endpoint over the whole cluster (split evenly over the workers)",
+    )
+    concurrency: int = Field(
+        8, ge=1, description="in-flight inspections per shard for in-process engines (rules, local, scripted)"
+    )
+    shard_size: int = Field(100, ge=1, description="candidate-task pairs per shard (one Dask task)")
+    run_id: str | None = Field(
+        None, description="id of the run (default: UTC time + short hash); an unfinished run with this id is resumed"
+    )
+    run_date: dt.date | None = Field(None, description="partition date of the run (default: today, local time)")
+    title: str = Field("Spectrum", description="plot title of the pictures (the trained setup uses 'Spectrum')")
+    incremental: bool = Field(
+        False,
+        description="skip candidate-task pairs already vetted (verdict not ERROR) in earlier runs under out "
+        "with the same engine, model and prompt version",
+    )
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="where shards run")
+
+    @field_validator("run_id")
+    @classmethod
+    def _run_id_ok(cls, v: str | None) -> str | None:
+        if v is not None and (not v or any(c in v for c in "/\\ =") or v.startswith((".", "_"))):
+            raise ValueError("run_id must be a word without '/', '\\', '=', spaces, not starting with '.' or '_'")
+        return v
+
+    @field_validator("tasks")
+    @classmethod
+    def _tasks_unique(cls, v: list[str]) -> list[str]:
+        seen: list[str] = []
+        for t in v:
+            if t not in seen:
+                seen.append(t)
+        return seen
+
+
+def _format_errors(exc: ValidationError, where: str) -> str:
+    lines = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        lines.append(f"{where}: field '{loc}': {e['msg']}")
+    return "\n".join(lines) + "\n(see `spec-vet run --example` for every field with its meaning)"
+
+
+def _set_path(data: dict, path: list[str], value: Any) -> None:
+    node = data
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def apply_env_overrides(data: dict, environ: dict[str, str] | None = None) -> dict:
+    """``SPEC_VETTING_JOB__A__B=value`` sets field a.b to the YAML value (so lists and numbers work)."""
+    environ = os.environ if environ is None else environ
+    data = dict(data)
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = [p.lower() for p in name[len(ENV_PREFIX):].split("__") if p]
+        if not path:
+            continue
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"environment variable {name}: not a valid YAML value ({exc})") from exc
+        _set_path(data, path, value)
+    return data
+
+
+def _resolve_paths(data: dict, base: Path) -> dict:
+    """Make the job file's relative paths relative to its folder (globs and URLs left alone when absolute)."""
+
+    def fix(p: Any) -> Any:
+        if not isinstance(p, str) or "://" in p or os.path.isabs(os.path.expanduser(p)):
+            return os.path.expanduser(p) if isinstance(p, str) else p
+        return str(base / p)
+
+    data = dict(data)
+    if isinstance(data.get("candidates"), list):
+        data["candidates"] = [fix(p) for p in data["candidates"]]
+    elif isinstance(data.get("candidates"), str):
+        data["candidates"] = [fix(data["candidates"])]
+    for key in ("out", "tasks_file"):
+        if key in data:
+            data[key] = fix(data[key])
+    return data
+
+
+def job_from_dict(data: dict, where: str = "job") -> JobConfig:
+    """Validate a plain dict (from YAML or options); :class:`ConfigError` naming ``where`` and each bad field."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}: a job file is a YAML mapping of fields (see `spec-vet run --example`)")
+    try:
+        return JobConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc, where)) from exc
+
+
+def load_job_dict(path: str | os.PathLike) -> dict:
+    """The raw mapping of a job file, paths resolved relative to its folder (not validated yet)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the job file ({exc.strerror or exc})") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a job file is a YAML mapping of fields (see `spec-vet run --example`)")
+    return _resolve_paths(data, path.resolve().parent)
+
+
+def load_job(path: str | os.PathLike, overrides: dict | None = None, environ: dict[str, str] | None = None) -> JobConfig:
+    """A job file, then environment overrides, then ``overrides`` (command-line options), validated."""
+    data = apply_env_overrides(load_job_dict(path), environ)
+    for dotted, value in (overrides or {}).items():
+        _set_path(data, dotted.split("."), value)
+    return job_from_dict(data, str(path))
+
+
+def example_job_text() -> str:
+    """The commented example job file printed by ``spec-vet run --example``."""
+    from importlib import resources
+
+    return resources.files(__package__).joinpath("example_job.yaml").read_text(encoding="utf-8")

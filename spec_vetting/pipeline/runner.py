@@ -1,0 +1,464 @@
+"""A whole run: plan, pick the run (new or resumed), submit shards to Dask, follow progress, record provenance.
+
+Resume: a run is identified by a digest of its candidate-task pairs and of every setting that changes results.
+The same command after a crash finds the newest unfinished run with that digest and runs only the shards that have
+no done marker; a shard rerun rewrites its own files, so the catalog ends as an uninterrupted run's. ``fresh``
+starts a new run instead. One run per root at a time (:class:`~.lock.RootLock`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+import math
+import os
+import signal
+import sys
+import time
+import uuid
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ..catalog import read_manifest, read_verdicts, runs_dir
+from ..engines.base import EngineIdentity, Sampling
+from ..errors import ConfigError, SpecVettingError
+from .config import JobConfig
+from .lock import RootLock
+from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
+from .plan import Plan, WorkItem, build_plan, make_shards, plan_digest
+from .shard import ShardSpec, build_engine, renderer_version, run_shard
+from .store import RunStore, write_json_atomic, write_latest_pointer
+
+log = logging.getLogger(__name__)
+
+#: test hook: the run process SIGKILLs itself after this many shards are done (to test resume after kill -9)
+KILL_AFTER_ENV = "SPEC_VETTING_TEST_KILL_AFTER_SHARDS"
+
+
+class RunFailedError(SpecVettingError):
+    """The run could not finish; what is done is kept and the same command resumes it."""
+
+    kind = "run_failed"
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    run_date: str
+    root: str
+    status: str  # "finished" | "failed" | "nothing_to_do"
+    resumed: bool
+    summary: dict[str, Any] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def manifest_path(self) -> str:
+        return str(runs_dir(self.root) / self.run_id / "manifest.json")
+
+
+# ---------------------------------------------------------------------------------------------------- planning
+
+
+def load_all_candidates(sources: list[str]) -> list:
+    from ..io.candidates import load_candidates
+
+    out = []
+    for source in sources:
+        out.extend(load_candidates(source))
+    return out
+
+
+def engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, Any]:
+    e = job.engine
+    name = e.resolved_name
+    opts: dict[str, Any] = {}
+    if name == "openai":
+        endpoints = [e.gateway] if e.gateway else list(e.endpoints)
+        if not endpoints:
+            raise ConfigError("the openai engine needs engine.endpoints (--endpoint URL) or engine.gateway")
+        opts.update(
+            endpoints=endpoints,
+            model=e.model,
+            api_key_env=e.api_key_env,
+            max_inflight_per_endpoint=inflight_per_engine,
+            timeout_s=e.timeout_s,
+        )
+    elif name == "local":
+        if not e.model:
+            raise ConfigError("the local engine needs engine.model (--model FOLDER): a Qwen2.5-VL model folder")
+        opts["model_path"] = e.model
+    opts.update(e.options)
+    return opts
+
+
+def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
+    """Engine and model identity before any shard runs (also checks that the engine can start at all).
+
+    The local engine is not started here (that would load the weights in this process too).
+    """
+    engine = build_engine(name, options)
+    if name == "local":
+        try:
+            return engine.identity()
+        except Exception:
+            return EngineIdentity("local", "unknown", str(options.get("model_path")))
+
+    async def probe():
+        await engine.start()
+        try:
+            return engine.identity()
+        finally:
+            await engine.close()
+
+    try:
+        return asyncio.run(probe())
+    except SpecVettingError:
+        raise
+    except Exception as exc:
+        raise RunFailedError(f"the {name} engine could not start: {exc}. Check the endpoints and rerun") from exc
+
+
+def _prompt_version(item: WorkItem, tasks_file: str | None, cache: dict) -> str:
+    from .shard import _task_for
+
+    return _task_for(item, tasks_file, cache).version
+
+
+def _identity_key(engine: str | None, engine_version: str | None, model: str | None) -> tuple:
+    # the rules engine has no model: its version is what makes its verdicts comparable
+    return (engine, model if model is not None else engine_version)
+
+
+def already_vetted(root: Path, identity: EngineIdentity, exclude_run: str | None) -> set[tuple[str, str, str]]:
+    """(candidate_id, task, prompt_version) vetted (verdict not ERROR) by this engine and model in earlier runs."""
+    if not (root / "verdicts").is_dir():
+        return set()
+    table = read_verdicts(
+        root, columns=["run_id", "candidate_id", "task", "verdict", "engine", "engine_version", "model", "prompt_version"]
+    )
+    want = _identity_key(identity.engine, identity.engine_version, identity.model)
+    done = set()
+    for r in table.to_pylist():
+        if r["run_id"] == exclude_run or r["verdict"] == "ERROR":
+            continue
+        if _identity_key(r["engine"], r["engine_version"], r["model"]) == want:
+            done.add((r["candidate_id"], r["task"], r["prompt_version"]))
+    return done
+
+
+# ---------------------------------------------------------------------------------------------------- run choice
+
+
+def _new_run_id(root: Path, digest: str) -> str:
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    run_id = f"{stamp}-{digest[:6]}"
+    if (runs_dir(root) / run_id).exists():
+        run_id = f"{run_id}-{uuid.uuid4().hex[:4]}"
+    return run_id
+
+
+def choose_run(root: Path, job: JobConfig, digest: str, fresh: bool) -> tuple[str, str, dict | None]:
+    """(run_id, run_date, manifest of the run being resumed or None)."""
+    today = (job.run_date or dt.date.today()).isoformat()
+    if job.run_id:
+        path = runs_dir(root) / job.run_id / "manifest.json"
+        if not path.exists():
+            return job.run_id, today, None
+        m = read_manifest(root, job.run_id)
+        if m.get("status") == "finished" or fresh:
+            raise ConfigError(
+                f"{root}: run {job.run_id} already exists ({m.get('status')}); runs are never overwritten: "
+                "choose another --run-id, or omit it to get a new one"
+            )
+        if m.get("plan_digest") != digest:
+            raise ConfigError(
+                f"{root}: run {job.run_id} is unfinished but was started with other inputs or settings; rerun it "
+                "with its original job, or use --fresh without --run-id to start a new run"
+            )
+        return job.run_id, m["run_date"], m
+    if not fresh and runs_dir(root).is_dir():
+        candidates = []
+        for d in runs_dir(root).iterdir():
+            if not (d / "manifest.json").is_file():
+                continue
+            try:
+                m = read_manifest(root, d.name)
+            except (OSError, ValueError):
+                continue
+            if m.get("status") != "finished" and m.get("plan_digest") == digest:
+                candidates.append(m)
+        if candidates:
+            m = max(candidates, key=lambda m: (m.get("started_at") or "", m["run_id"]))
+            return m["run_id"], m["run_date"], m
+    return _new_run_id(root, digest), today, None
+
+
+# ---------------------------------------------------------------------------------------------------- summary
+
+
+def summarize(markers: dict[str, dict]) -> dict[str, Any]:
+    by_task: dict[str, Counter] = defaultdict(Counter)
+    errors: Counter = Counter()
+    tokens: Counter = Counter()
+    n = 0
+    inspection_s = 0.0
+    for m in markers.values():
+        n += m.get("n", 0)
+        inspection_s += m.get("inspection_s", 0.0)
+        for task, counts in m.get("verdicts", {}).items():
+            by_task[task].update(counts)
+        errors.update(m.get("errors", {}))
+        tokens.update(m.get("tokens", {}))
+    prompt = tokens.get("prompt_tokens", 0)
+    return {
+        "n_verdicts": n,
+        "verdicts_by_task": {t: dict(sorted(c.items())) for t, c in sorted(by_task.items())},
+        "errors_by_kind": dict(sorted(errors.items())),
+        "tokens": {
+            "prompt": prompt,
+            "completion": tokens.get("completion_tokens", 0),
+            "cached": tokens.get("cached_tokens", 0),
+            "cache_hit_rate": round(tokens.get("cached_tokens", 0) / prompt, 4) if prompt else None,
+        },
+        "inspection_s": round(inspection_s, 3),
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- the run
+
+
+def _progress(total: int, initial: int, enabled: bool | None):
+    from tqdm import tqdm
+
+    disable = (not sys.stderr.isatty()) if enabled is None else not enabled
+    return tqdm(total=total, initial=initial, unit="insp", desc="inspections", disable=disable, dynamic_ncols=True)
+
+
+def run_job(
+    job: JobConfig,
+    *,
+    fresh: bool = False,
+    progress: bool | None = None,
+    echo: Callable[[str], None] = lambda s: print(s, file=sys.stderr),
+) -> RunOutcome:
+    """Run (or resume) a job to the end. Raises ConfigError (usage), RunLockedError / RunFailedError (exit 1)."""
+    from ..inspect.tasks import get_task
+
+    root = Path(job.out).resolve()
+    wall0 = time.perf_counter()
+
+    def resolve(key: str) -> str:
+        return get_task(key, job.tasks_file).key
+
+    try:
+        candidates = load_all_candidates(job.candidates)
+    except SpecVettingError as exc:
+        raise ConfigError(f"candidate list: {exc}") from exc
+    plan: Plan = build_plan(candidates, job.tasks, resolve)
+    if plan.skipped_task_not_selected:
+        echo(f"note: {plan.skipped_task_not_selected} candidate row(s) name a task outside --task and are skipped")
+
+    name = job.engine.resolved_name
+    root.mkdir(parents=True, exist_ok=True)
+    lock = RootLock(root)
+    lock.acquire()
+    try:
+        # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
+        identity = probe_identity(name, engine_options(job, job.max_inflight_per_endpoint))
+        rversion = renderer_version()
+        task_cache: dict = {}
+        settings = {
+            "engine": name,
+            "identity": [identity.engine, identity.engine_version, identity.model],
+            "sampling": job.sampling.model_dump(mode="json"),
+            "budgets": job.budgets.model_dump(mode="json"),
+            "title": job.title,
+            "renderer_version": rversion,
+            "shard_size": job.shard_size,
+            "incremental": job.incremental,
+            "prompts": sorted({(i.task, _prompt_version(i, job.tasks_file, task_cache)) for i in plan.items}),
+        }
+        digest = plan_digest(plan.items, settings)
+        run_id, run_date, previous = choose_run(root, job, digest, fresh)
+        store = RunStore(root, run_id, run_date)
+        runlog = RunLog(store.log_path)
+
+        items = plan.items
+        skipped_incremental = 0
+        if job.incremental:
+            vetted = already_vetted(root, identity, exclude_run=run_id)
+            keep = [
+                i for i in items
+                if (str(i.candidate.candidate_id), i.task, _prompt_version(i, job.tasks_file, task_cache)) not in vetted
+            ]
+            skipped_incremental = len(items) - len(keep)
+            items = keep
+        shards = make_shards(items, job.shard_size)
+        store.remove_temporaries()
+        done = store.done_markers()
+        pending = [s for s in shards if s.shard_id not in done]
+        n_done_items = sum(len(s.items) for s in shards if s.shard_id in done)
+
+        manifest = previous or {}
+        attempts = list(manifest.get("attempts", []))
+        attempts.append({"started_at": utcnow(), "pid": os.getpid(), "pending_shards": len(pending)})
+        manifest = {
+            "run_id": run_id,
+            "run_date": run_date,
+            "status": "running",
+            "schema": "spec_vetting.run_manifest/1",
+            "plan_digest": digest,
+            "started_at": manifest.get("started_at") or utcnow(),
+            "finished_at": None,
+            "attempts": attempts,
+            "job": job.model_dump(mode="json"),
+            "code": code_info(),
+            "dependencies": dependency_versions(),
+            "engine": {
+                "engine": identity.engine,
+                "engine_version": identity.engine_version,
+                "model": identity.model,
+                "model_info": identity.model_info,
+            },
+            "tasks": {
+                t: {"class_name": get_task(t, job.tasks_file).class_name, "prompt_version": get_task(t, job.tasks_file).version}
+                for t in plan.tasks
+            },
+            "renderer_version": rversion,
+            "inputs": manifest.get("inputs") or [describe_input(s) for s in job.candidates],
+            "counts": {
+                "candidates": len(candidates),
+                "pairs_planned": len(plan.items),
+                "pairs_by_task": plan.counts_by_task(),
+                "skipped_task_not_selected": plan.skipped_task_not_selected,
+                "skipped_incremental": skipped_incremental,
+                "pairs": len(items),
+                "shards": len(shards),
+            },
+        }
+        write_json_atomic(store.manifest_path, manifest)
+        write_latest_pointer(root, run_id)
+        verb = "RESUME" if previous else "START"
+        runlog.write(
+            "INFO",
+            f"{verb} run {run_id} attempt {len(attempts)}: {len(items)} pairs in {len(shards)} shards, "
+            f"{len(pending)} to do; engine {identity.engine} model {identity.model}; pid {os.getpid()}",
+        )
+        if previous:
+            echo(f"resuming run {run_id}: {len(shards) - len(pending)} of {len(shards)} shards already done")
+        else:
+            echo(f"run {run_id}: {len(items)} inspections in {len(shards)} shards -> {root}")
+        if skipped_incremental:
+            echo(f"incremental: {skipped_incremental} pair(s) already vetted with this model and prompt, skipped")
+
+        failures = _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog)
+
+        markers = store.done_markers()
+        summary = summarize({k: v for k, v in markers.items() if k in {s.shard_id for s in shards}})
+        wall = time.perf_counter() - wall0
+        done_now = sum(len(s.items) for s in pending if s.shard_id in markers)
+        summary["wall_s"] = round(wall, 3)
+        summary["inspections_this_attempt"] = done_now
+        summary["throughput_per_s"] = round(done_now / wall, 3) if wall > 0 else None
+        summary["skipped_incremental"] = skipped_incremental
+        manifest["counts"]["verdicts_by_task"] = summary["verdicts_by_task"]
+        manifest["counts"]["errors_by_kind"] = summary["errors_by_kind"]
+        manifest["counts"]["verdicts"] = summary["n_verdicts"]
+        manifest["tokens"] = summary["tokens"]
+        attempts[-1].update(finished_at=utcnow(), wall_s=round(wall, 3), inspections=done_now)
+        if failures:
+            manifest["status"] = "failed"
+            manifest["failures"] = failures[:50]
+            write_json_atomic(store.manifest_path, manifest)
+            runlog.write("ERROR", f"FAILED run {run_id}: {len(failures)} shard(s) failed; first: {failures[0]}")
+            return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
+        manifest["status"] = "finished"
+        manifest["finished_at"] = utcnow()
+        manifest["timings"] = {"wall_s_last_attempt": round(wall, 3), "inspection_s": summary["inspection_s"]}
+        write_json_atomic(store.manifest_path, manifest)
+        write_latest_pointer(root, run_id)
+        runlog.write(
+            "INFO",
+            f"SUCCESS run {run_id}: {summary['n_verdicts']} verdicts, errors {summary['errors_by_kind'] or 'none'}, "
+            f"{summary['wall_s']} s",
+        )
+        return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
+    finally:
+        lock.release()
+
+
+def _execute(job, store: RunStore, identity, pending, total_items, done_items, progress, echo, runlog) -> list[str]:
+    """Submit the pending shards, follow them; returns failure messages (empty = all done)."""
+    if not pending:
+        return []
+    from distributed import as_completed
+
+    from .cluster import dask_client
+
+    kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
+    failures: list[str] = []
+    with dask_client(job.cluster, len(pending)) as (client, n_workers):
+        if job.cluster.dashboard and client.dashboard_link:
+            echo(f"Dask dashboard: {client.dashboard_link}")
+        engines_in_flight = n_workers * (job.cluster.threads_per_worker if not job.cluster.scheduler_address else 1)
+        per_engine = max(1, math.ceil(job.max_inflight_per_endpoint / engines_in_flight))
+        name = job.engine.resolved_name
+        options = engine_options(job, per_engine)
+        if name == "openai":
+            concurrency = per_engine * len(options["endpoints"])
+        else:
+            concurrency = job.concurrency
+        sampling = Sampling(
+            temperature=job.sampling.temperature,
+            top_p=job.sampling.top_p,
+            max_tokens=job.sampling.max_tokens,
+            seed=job.sampling.seed,
+            logprobs=job.sampling.logprobs,
+            top_logprobs=job.sampling.top_logprobs,
+        )
+        futures = []
+        for shard in pending:
+            spec = ShardSpec(
+                root=str(store.root),
+                run_id=store.run_id,
+                run_date=store.run_date,
+                shard_id=shard.shard_id,
+                items=shard.items,
+                engine_name=name,
+                engine_options=options,
+                sampling=sampling,
+                max_turns=job.budgets.max_turns,
+                token_budget=job.budgets.token_budget,
+                time_budget_s=job.budgets.time_budget_s,
+                max_endpoint_retries=job.budgets.max_endpoint_retries,
+                title=job.title,
+                tasks_file=job.tasks_file,
+                concurrency=concurrency,
+                self_consistency_k=job.sampling.self_consistency_k,
+            )
+            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False))
+        sizes = {f.key: len(s.items) for f, s in zip(futures, pending)}
+        n_finished = 0
+        bar = _progress(total_items, done_items, progress)
+        try:
+            for fut in as_completed(futures):
+                try:
+                    fut.result()
+                except Exception as exc:  # the shard is not done; the same command retries it
+                    msg = f"{fut.key}: {type(exc).__name__}: {exc}"
+                    failures.append(msg)
+                    runlog.write("ERROR", f"shard failed: {msg}")
+                    echo(f"shard failed: {msg}")
+                    continue
+                finally:
+                    fut.release()
+                n_finished += 1
+                bar.update(sizes[fut.key])
+                if kill_after and n_finished >= kill_after:
+                    os.kill(os.getpid(), signal.SIGKILL)
+        finally:
+            bar.close()
+    return failures

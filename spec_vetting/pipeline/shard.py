@@ -1,0 +1,242 @@
+"""One shard, run on a Dask worker: one event loop, many inspections in flight, rows written atomically.
+
+Waiting on model servers is what takes time, so a shard runs its inspections concurrently on one asyncio loop
+(bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS decoding happens in a thread so
+it never stalls the loop. Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure
+that concerns the whole shard (the engine cannot start, the disk is full) fails the shard, which the run reports
+and a rerun retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..engines.base import Engine, InspectionContext, Sampling
+from ..errors import SpecVettingError
+from .plan import WorkItem
+from .rows import error_result, turn_rows, verdict_row
+from .store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
+
+log = logging.getLogger(__name__)
+
+
+class ShardFailedError(SpecVettingError):
+    """A whole shard could not run (engine start failed, output not writable ...); rerun to retry it."""
+
+    kind = "shard_failed"
+
+
+@dataclass
+class ShardSpec:
+    """Everything a worker needs to run one shard; picklable."""
+
+    root: str
+    run_id: str
+    run_date: str
+    shard_id: str
+    items: list[WorkItem]
+    engine_name: str
+    engine_options: dict[str, Any]
+    sampling: Sampling
+    max_turns: int = 8
+    token_budget: int | None = None
+    time_budget_s: float | None = None
+    max_endpoint_retries: int = 2
+    title: str = "Spectrum"
+    tasks_file: str | None = None
+    concurrency: int = 8
+    self_consistency_k: int = 1
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def build_engine(name: str, options: dict[str, Any]) -> Engine:
+    """An engine by name through the engines factory, or a custom one given as 'package.module:Class'."""
+    if ":" in name:
+        module_name, attr = name.split(":", 1)
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"engine {name!r}: cannot import {attr} from {module_name} ({exc})") from exc
+        return factory(**options)
+    from ..engines import create_engine
+
+    return create_engine(name, **options)
+
+
+def renderer_version() -> str | None:
+    try:
+        from ..render import RENDERER_VERSION
+    except ImportError:  # pragma: no cover - renderer not installed in a partial checkout
+        return None
+    return RENDERER_VERSION
+
+
+def _task_for(item: WorkItem, tasks_file: str | None, cache: dict):
+    from ..inspect.tasks import get_task
+
+    key = (item.task, getattr(item.candidate, "prompt", None))
+    if key not in cache:
+        task = get_task(item.task, tasks_file)
+        prompt = getattr(item.candidate, "prompt", None)
+        if prompt:
+            task = task.with_prompt(prompt)  # SpecVI-Bench rows carry their exact training prompt
+        cache[key] = task
+    return cache[key]
+
+
+def _redshift_of(spectrum, candidate) -> float | None:
+    z = getattr(getattr(spectrum, "meta", None), "redshift", None)
+    if z is None:
+        inline = getattr(candidate, "inline", None)
+        z = getattr(inline, "redshift", None)
+    return None if z is None else float(z)
+
+
+async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext):
+    from ..inspect.loop import run_inspection
+
+    kwargs = dict(
+        sampling=spec.sampling,
+        max_turns=spec.max_turns,
+        token_budget=spec.token_budget,
+        time_budget_s=spec.time_budget_s,
+        title=spec.title,
+        max_endpoint_retries=spec.max_endpoint_retries,
+    )
+    if spec.self_consistency_k > 1:
+        from ..inspect.loop import run_inspection_with_confidence
+
+        return await run_inspection_with_confidence(ctx, task, engine, k=spec.self_consistency_k, **kwargs)
+    return await run_inspection(ctx, task, engine, **kwargs)
+
+
+async def run_shard_async(spec: ShardSpec) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    store = RunStore(spec.root, spec.run_id, spec.run_date)
+    engine = build_engine(spec.engine_name, spec.engine_options)
+    try:
+        await engine.start()
+    except Exception as exc:
+        raise ShardFailedError(
+            f"shard {spec.shard_id}: the {spec.engine_name} engine could not start ({exc}); "
+            "check the endpoints/model and rerun the same command to resume"
+        ) from exc
+    try:
+        identity = engine.identity()
+        rversion = renderer_version()
+        tasks_cache: dict = {}
+        sem = asyncio.Semaphore(max(1, spec.concurrency))
+        # one read per candidate even when it runs several tasks; dropped when its last task is done
+        reads: dict[str, asyncio.Future] = {}
+        remaining = Counter(str(i.candidate.candidate_id) for i in spec.items)
+        results: list[tuple[WorkItem, Any, Any, float | None]] = [None] * len(spec.items)  # type: ignore
+
+        async def load(cand):
+            cid = str(cand.candidate_id)
+            if cid not in reads:
+                reads[cid] = asyncio.ensure_future(asyncio.to_thread(cand.load_spectrum))
+            return await reads[cid]
+
+        async def one(n: int, item: WorkItem) -> None:
+            cand = item.candidate
+            cid = str(cand.candidate_id)
+            spectrum = None
+            z = None
+            try:
+                async with sem:
+                    task = _task_for(item, spec.tasks_file, tasks_cache)
+                    try:
+                        spectrum = await load(cand)
+                    except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
+                        kind = getattr(exc, "kind", None) or "read_error"
+                        if isinstance(exc, FileNotFoundError):
+                            kind = "read_error"
+                        result = error_result(
+                            cid, item.task, kind, _message(exc, cand), identity=identity,
+                            prompt_version=task.version, renderer_version=rversion,
+                        )
+                    else:
+                        z = _redshift_of(spectrum, cand)
+                        ctx = InspectionContext(
+                            candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
+                            extra={"shard_id": spec.shard_id},
+                        )
+                        result = await _inspect(spec, engine, task, ctx)
+            except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
+                log.exception("candidate %s task %s failed inside the pipeline", cid, item.task)
+                result = error_result(
+                    cid, item.task, getattr(exc, "kind", "internal_error"), f"{type(exc).__name__}: {exc}",
+                    identity=identity, renderer_version=rversion,
+                )
+            finally:
+                remaining[cid] -= 1
+                if remaining[cid] <= 0:
+                    reads.pop(cid, None)
+            results[n] = (item, result, spectrum, z)
+
+        await asyncio.gather(*(one(n, item) for n, item in enumerate(spec.items)))
+    finally:
+        try:
+            await engine.close()
+        except Exception:  # closing must not turn a finished shard into a failed one
+            log.warning("engine close failed in shard %s", spec.shard_id, exc_info=True)
+
+    return _write_shard(spec, store, results, time.perf_counter() - t0)
+
+
+def _message(exc: BaseException, cand) -> str:
+    text = str(exc)
+    path = getattr(cand, "path", None)
+    if isinstance(exc, SpecVettingError) or (path and path in text):
+        return text
+    where = path or f"candidate {cand.candidate_id}"
+    return f"{where}: {type(exc).__name__}: {text}"
+
+
+def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> dict[str, Any]:
+    verdicts: dict[str, list[dict]] = defaultdict(list)
+    turns: dict[str, list[dict]] = defaultdict(list)
+    by_task: dict[str, Counter] = defaultdict(Counter)
+    errors: Counter = Counter()
+    tokens = Counter()
+    inspection_s = 0.0
+    for item, result, spectrum, z in results:
+        row = verdict_row(result, item.candidate, spectrum, run_id=spec.run_id, shard_id=spec.shard_id, redshift=z)
+        verdicts[item.task].append(row)
+        turns[item.task].extend(turn_rows(result, run_id=spec.run_id, shard_id=spec.shard_id))
+        by_task[item.task][result.verdict] += 1
+        if result.verdict == "ERROR":
+            errors[result.error_kind or "error"] += 1
+        for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+            tokens[k] += row[k] or 0
+        inspection_s += row["elapsed_s"]
+    name = store.part_name(spec.shard_id)
+    for task, rows in verdicts.items():
+        write_parquet_atomic(store.partition("verdicts", task) / name, rows_to_table(rows, "verdicts"))
+        write_parquet_atomic(store.partition("turns", task) / name, rows_to_table(turns[task], "turns"))
+    summary = {
+        "shard_id": spec.shard_id,
+        "n": len(results),
+        "verdicts": {t: dict(c) for t, c in sorted(by_task.items())},
+        "errors": dict(errors),
+        "tokens": dict(tokens),
+        "elapsed_s": round(elapsed, 4),
+        "inspection_s": round(inspection_s, 4),
+        "finished_at": time.time(),
+    }
+    # the marker comes last: a shard without it is rerun and overwrites its own part files
+    write_json_atomic(store.marker(spec.shard_id), summary)
+    return summary
+
+
+def run_shard(spec: ShardSpec) -> dict[str, Any]:
+    """Dask task entry point: run the shard on a fresh event loop in this worker thread."""
+    return asyncio.run(run_shard_async(spec))

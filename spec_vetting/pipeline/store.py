@@ -1,0 +1,123 @@
+"""Where a run's files go under a catalog root, and how they are written so a crash never leaves half a file.
+
+Every file is written under a temporary name starting with ``_`` in its final folder (Parquet readers skip such
+names) and renamed into place, which is atomic on one filesystem. Part file names are a function of
+(run_id, shard_id), so a shard that is run again (after a crash, or twice by Dask) replaces its own files instead of
+adding rows. A shard counts as done only when its marker exists, and the marker is written after its part files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..catalog import LATEST_FILE, MANIFEST_FILE, RUNS_DIR, TURNS_SCHEMA, VERDICTS_SCHEMA
+
+
+class RunStore:
+    """The paths of one run under one root."""
+
+    def __init__(self, root: str | os.PathLike, run_id: str, run_date: str):
+        self.root = Path(root)
+        self.run_id = run_id
+        self.run_date = run_date
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / RUNS_DIR / self.run_id
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.run_dir / MANIFEST_FILE
+
+    @property
+    def log_path(self) -> Path:
+        return self.run_dir / "run.log"
+
+    @property
+    def shards_dir(self) -> Path:
+        return self.run_dir / "shards"
+
+    def marker(self, shard_id: str) -> Path:
+        return self.shards_dir / f"{shard_id}.done"
+
+    def partition(self, table: str, task: str) -> Path:
+        return self.root / table / f"run_date={self.run_date}" / f"task={task}"
+
+    def part_name(self, shard_id: str) -> str:
+        return f"part-{self.run_id}-{shard_id}.parquet"
+
+    def done_markers(self) -> dict[str, dict]:
+        """shard_id -> marker content, for every finished shard."""
+        out = {}
+        if not self.shards_dir.is_dir():
+            return out
+        for p in self.shards_dir.glob("*.done"):
+            try:
+                out[p.stem] = json.loads(p.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # unreadable marker: the shard runs again and rewrites it
+        return out
+
+    def remove_temporaries(self) -> int:
+        """Delete temporary files a killed run left behind (only this run's). Returns how many."""
+        n = 0
+        for table in ("verdicts", "turns"):
+            base = self.root / table / f"run_date={self.run_date}"
+            if base.is_dir():
+                for p in base.glob(f"task=*/_tmp-*-part-{self.run_id}-*"):
+                    p.unlink(missing_ok=True)
+                    n += 1
+        for p in self.run_dir.glob("**/_tmp-*"):
+            p.unlink(missing_ok=True)
+            n += 1
+        return n
+
+
+def _tmp_name(final: Path) -> Path:
+    return final.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{final.name}")
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
+
+
+def write_parquet_atomic(path: Path, table: pa.Table) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp_name(path)
+    # PNG bytes are already compressed: no dictionary for the image column, zstd for the text
+    no_dict = [c for c in ("image_png",) if c in table.column_names]
+    pq.write_table(
+        table,
+        tmp,
+        compression="zstd",
+        use_dictionary=[c for c in table.column_names if c not in no_dict],
+        write_statistics=True,
+    )
+    os.replace(tmp, path)
+
+
+def rows_to_table(rows: list[dict], table: str) -> pa.Table:
+    schema = VERDICTS_SCHEMA if table == "verdicts" else TURNS_SCHEMA
+    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def write_latest_pointer(root: Path, run_id: str) -> None:
+    write_bytes_atomic(Path(root) / RUNS_DIR / LATEST_FILE, (run_id + "\n").encode())
