@@ -1,0 +1,129 @@
+"""Training-data export: LLaMA-Factory ShareGPT records (SFT) and SpecVI-Bench-like rows for verl."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from spec_vetting.cli import main
+from spec_vetting.errors import SpectrumReadError
+from spec_vetting.export import export_sft, export_verl
+from spec_vetting.inspect.protocol import SYSTEM_TEXT
+from spec_vetting.inspect.tasks import get_task
+from spec_vetting.report.run_data import read_run
+from spec_vetting.spectrum import Spectrum, SpectrumMeta
+from test_eval_support import png, turn_rows, verdict_row, write_catalog
+
+ZOOM_PNG = png(44, 33, (255, 0, 0))
+
+
+def _catalog(tmp_path):
+    v = [
+        verdict_row("right", "cv", "YES", label="YES", path="/data/spec-1.fits", redshift=0.001),
+        verdict_row("wrong", "cv", "NO", label="YES", path="/data/spec-2.fits"),
+        verdict_row("reviewed", "wd", "NO", path="/data/spec-3.fits", target="7"),
+        verdict_row("recovered", "wd", "YES", label="YES", status="recovered", path=None),
+        verdict_row("nolabel", "wd", "YES", path="/data/gone.fits"),
+    ]
+    t = [r for cid, task, ver in [("right", "cv", "YES"), ("wrong", "cv", "NO"), ("reviewed", "wd", "NO"),
+                                 ("recovered", "wd", "YES"), ("nolabel", "wd", "YES")]
+         for r in turn_rows(cid, task, ver, image=ZOOM_PNG)]
+    return write_catalog(tmp_path / "cat", v, t)
+
+
+def _review_csv(tmp_path):
+    path = tmp_path / "review.csv"
+    path.write_text("candidate_id,task,verdict,decision,label,comment,reviewer\n"
+                    "reviewed,wd,NO,agree,,,ann\nwrong,cv,NO,unsure,,,ann\n")
+    return path
+
+
+def test_sft_records_are_confirmed_trajectories_in_sharegpt(tmp_path):
+    from spec_vetting.report.labels import read_label_file
+
+    out = tmp_path / "sft"
+    summary = export_sft(read_run(_catalog(tmp_path)), out, labels=read_label_file(_review_csv(tmp_path)))
+    records = json.loads((out / "spec_vetting_sft.json").read_text())
+    assert [r["candidate_id"] for r in records] == ["right", "reviewed"]  # label- or reviewer-confirmed only
+    assert summary.written == 2
+    assert summary.skipped == {
+        "verdict not confirmed by the label": 1,
+        "answer format recovered, not well formed (--include-recovered to keep)": 1,
+        "no label or reviewer decision": 1,
+    }
+    rec = records[0]
+    conv = rec["conversations"]
+    assert [t["from"] for t in conv] == ["system", "human", "gpt", "human", "gpt"]
+    assert conv[0]["value"] == SYSTEM_TEXT
+    assert conv[1]["value"] == "<image>\n" + get_task("cv").prompt
+    assert conv[2]["value"].startswith("<think>zoom</think>\n<tool_call>")
+    assert conv[3]["value"] == ("<tool_response>\n<image>Generated spectral visualization focused on wavelength "
+                                "range (6500, 6600) Å.\n</tool_response>")
+    assert conv[4]["value"].endswith("</answer>")
+    n_tokens = sum(t["value"].count("<image>") for t in conv)
+    assert n_tokens == len(rec["images"]) == 2
+    assert rec["images"] == ["images/lf_cv_0_0.png", "images/lf_cv_0_1.png"]
+    assert (out / rec["images"][1]).read_bytes() == ZOOM_PNG
+    assert rec["ground_truth"] == "YES" and rec["total_iterations"] == 2 and rec["total_tool_calls"] == 1
+    info = json.loads((out / "dataset_info.json").read_text())["spec_vetting_sft"]
+    assert info["file_name"] == "spec_vetting_sft.json" and info["formatting"] == "sharegpt"
+    assert info["columns"] == {"messages": "conversations", "images": "images"}
+    assert info["tags"]["user_tag"] == "human" and info["tags"]["assistant_tag"] == "gpt"
+
+
+def test_sft_include_recovered_and_cli(tmp_path):
+    root = _catalog(tmp_path)
+    res = CliRunner().invoke(main, ["export", "sft", str(root), "-o", str(tmp_path / "o"), "--include-recovered"])
+    assert res.exit_code == 0, res.output
+    ids = [r["candidate_id"] for r in json.loads((tmp_path / "o" / "spec_vetting_sft.json").read_text())]
+    assert ids == ["right", "recovered"]
+    assert "2 records written" in res.output
+
+
+def fake_reader(path, target=None):
+    if "gone" in str(path) or "spec-2" in str(path):
+        raise SpectrumReadError(path, "file not found", hint="was it moved?")
+    wave = np.linspace(3700.0, 9100.0, 3909)
+    flux = np.where(wave > 8000, np.nan, 1.0 + 0.1 * np.sin(wave / 50))  # non-finite values are kept as they are
+    meta = SpectrumMeta(survey="lamost", variant="lamost-lrs-image", path=str(path), ids={"target": target})
+    return Spectrum(wave, flux, np.ones_like(wave), np.zeros(wave.size, bool), "", meta)
+
+
+def test_verl_rows_like_specvi_bench(tmp_path):
+    from spec_vetting.report.labels import read_label_file
+
+    out = tmp_path / "rl.parquet"
+    summary = export_verl(read_run(_catalog(tmp_path)), out, labels=read_label_file(_review_csv(tmp_path)),
+                          read_spectrum=fake_reader)
+    rows = pq.read_table(out).to_pylist()
+    assert [r["extra_info"]["candidate_id"] for r in rows] == ["right", "reviewed"]
+    assert summary.skipped == {"no spectrum file to re-read (inline candidate)": 1,
+                               "spectrum file no longer readable": 1, "no label or reviewer decision": 1}
+    row = rows[0]
+    assert row["data_source"] == "cv"
+    assert row["prompt"][0] == {"role": "system", "content": SYSTEM_TEXT}
+    assert row["prompt"][1]["content"] == "<image>\n" + get_task("cv").prompt
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "YES"}
+    assert row["images"][0]["bytes"][:4] == b"\x89PNG"
+    kw = row["extra_info"]["tools_kwargs"]["spectral_visualization_tool"]["create_kwargs"]
+    assert len(kw["wavelength"]) == len(kw["flux"]) == 3909  # the whole array, no pixel dropped
+    assert np.isnan(kw["flux"][-1])
+    assert kw["redshift"] == pytest.approx(0.001)
+    assert row["extra_info"]["name"] == "spec-1.fits"
+    assert rows[1]["reward_model"]["ground_truth"] == "NO"  # from the reviewer's agree on a NO verdict
+
+
+def test_verl_reads_the_target_as_int(tmp_path):
+    seen = []
+
+    def reader(path, target=None):
+        seen.append(target)
+        return fake_reader(path, target)
+
+    export_verl(read_run(_catalog(tmp_path)), tmp_path / "x.parquet",
+                labels={("reviewed", "wd"): "NO"}, read_spectrum=reader)
+    assert 7 in seen  # the catalog stores DESI TARGETIDs as text; the reader gets the integer back
