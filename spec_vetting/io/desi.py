@@ -243,11 +243,11 @@ class _DesiContent:
         return keep
 
     @staticmethod
-    def _group_skip(fibres: list[_Fibre], has_good: np.ndarray) -> str | None:
+    def _group_skip(fibres: list[_Fibre], has_good: np.ndarray | None) -> str | None:
         ok = [fb for fb in fibres if fb.skip is None]
         if not ok:
             return fibres[0].skip
-        if not any(has_good[fb.row] for fb in ok):
+        if has_good is not None and not any(has_good[fb.row] for fb in ok):
             return "no good pixel"
         return None
 
@@ -268,7 +268,8 @@ class _DesiContent:
                 path, "TARGETID not in the FIBERMAP", target=target,
                 hint="`spec-vet info FILE` lists the usable targets",
             )
-        reason = self._group_skip(fibres, self.rows_have_good_pixel())
+        # pixel problems (no finite flux, no good pixel) are reported by finish_spectrum, more precisely
+        reason = self._group_skip(fibres, None)
         if reason is not None:
             raise TargetNotFoundError(path, f"not a usable science spectrum: {reason}", target=target)
         return [fb for fb in fibres if fb.skip is None]
