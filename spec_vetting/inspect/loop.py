@@ -94,7 +94,9 @@ class _Stop(Exception):
         self.reason = reason
 
 
-def _renderer_version() -> str | None:
+def _renderer_version(renderer: Renderer | None) -> str | None:
+    if renderer is not None:  # an injected renderer (tests, experiments) is not the versioned Spec-o3 one
+        return getattr(renderer, "version", None)
     try:
         from ..render import RENDERER_VERSION
     except ImportError:
@@ -172,7 +174,7 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
     started_at, t0 = time.time(), time.monotonic()
     deadline = t0 + time_budget_s if time_budget_s is not None else None
     result = InspectionResult(candidate_id=ctx.candidate_id, task=task.key, verdict="UNDECIDED",
-                              prompt_version=task.version, renderer_version=_renderer_version(),
+                              prompt_version=task.version, renderer_version=_renderer_version(renderer),
                               redshift_used=ctx.redshift, started_at=started_at, attempts=0)
     try:
         ident = engine.identity()

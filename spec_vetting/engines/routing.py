@@ -1,0 +1,156 @@
+"""Which endpoint serves an inspection: sticky by candidate id, capped in flight, healthy only.
+
+- Sticky: rendezvous hashing of the candidate id over the healthy endpoints, so every turn (and a rerun) of one
+  candidate lands on the same replica and its prefix cache, and only the candidates of a dead endpoint move.
+- Capped: a semaphore per endpoint counts in-flight INSPECTIONS; a session holds its slot for all its turns.
+- Healthy: ``GET /health`` at the server root (base URL without ``/v1``), falling back to ``GET {base}/models``;
+  an endpoint whose requests fail is marked unhealthy at once and probed again in the background.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from ..errors import EngineError
+
+log = logging.getLogger(__name__)
+
+HEALTH_TIMEOUT_S = 5.0
+DEFAULT_HEALTH_INTERVAL_S = 10.0
+
+
+def server_root(base_url: str) -> str:
+    """``http://h:30000/v1`` -> ``http://h:30000`` (health and /get_model_info live at the root)."""
+    base = base_url.rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def rendezvous_score(key: str, endpoint: str) -> int:
+    return int.from_bytes(hashlib.blake2b(f"{endpoint}\x00{key}".encode(), digest_size=8).digest(), "big")
+
+
+def pick_endpoint(key: str, endpoints: list[str]) -> str:
+    """The endpoint with the highest hash score for ``key`` (stable when others come and go)."""
+    if not endpoints:
+        raise ValueError("no endpoint to pick from")
+    return max(endpoints, key=lambda e: rendezvous_score(key, e))
+
+
+@dataclass
+class EndpointState:
+    url: str  # base URL including /v1
+    slots: asyncio.Semaphore
+    healthy: bool = True
+    last_error: str | None = None
+    last_checked: float = 0.0
+    in_flight: int = 0
+    served: int = 0
+    failures: int = 0
+    info: dict = field(default_factory=dict)
+
+
+async def probe_health(client: httpx.AsyncClient, base_url: str, *, headers: dict | None = None,
+                       timeout_s: float = HEALTH_TIMEOUT_S) -> tuple[bool, str | None]:
+    """(healthy, why not). ``GET /health`` at the root; a server without it is asked ``GET {base}/models``."""
+    root = server_root(base_url)
+    try:
+        r = await client.get(f"{root}/health", headers=headers, timeout=timeout_s)
+        if r.status_code == 200:
+            return True, None
+        if r.status_code not in (404, 405):
+            return False, f"GET {root}/health answered HTTP {r.status_code}"
+    except httpx.HTTPError as exc:
+        return False, f"GET {root}/health failed: {type(exc).__name__}: {exc}"
+    try:
+        r = await client.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
+        if r.status_code == 200:
+            return True, None
+        return False, f"GET {base_url}/models answered HTTP {r.status_code}"
+    except httpx.HTTPError as exc:
+        return False, f"GET {base_url}/models failed: {type(exc).__name__}: {exc}"
+
+
+class Router:
+    """Endpoint states, slot accounting and background health polling for one engine."""
+
+    def __init__(self, endpoints: list[str], *, max_inflight_per_endpoint: int,
+                 health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S):
+        if not endpoints:
+            raise ValueError("at least one endpoint is needed")
+        if max_inflight_per_endpoint < 1:
+            raise ValueError("max_inflight_per_endpoint must be at least 1")
+        self.states = {u: EndpointState(u, asyncio.Semaphore(max_inflight_per_endpoint)) for u in endpoints}
+        self.health_interval_s = health_interval_s
+        self._poller: asyncio.Task | None = None
+
+    @property
+    def healthy(self) -> list[str]:
+        return [u for u, s in self.states.items() if s.healthy]
+
+    def mark_unhealthy(self, url: str, why: str) -> None:
+        s = self.states[url]
+        if s.healthy:
+            log.warning("endpoint %s marked unhealthy: %s", url, why)
+        s.healthy, s.last_error = False, why
+        s.failures += 1
+
+    async def check_all(self, client: httpx.AsyncClient, headers: dict | None = None) -> None:
+        results = await asyncio.gather(*(probe_health(client, u, headers=headers) for u in self.states))
+        for (ok, why), (url, s) in zip(results, self.states.items(), strict=True):
+            if ok and not s.healthy:
+                log.info("endpoint %s is healthy again", url)
+            s.healthy, s.last_checked = ok, time.time()
+            if not ok:
+                s.last_error = why
+
+    def start_polling(self, client: httpx.AsyncClient, headers: dict | None = None) -> None:
+        async def poll():
+            while True:
+                await asyncio.sleep(self.health_interval_s)
+                try:
+                    await self.check_all(client, headers)
+                except Exception:  # polling must never die; the next round tries again
+                    log.exception("health polling failed")
+
+        if self._poller is None and self.health_interval_s > 0:
+            self._poller = asyncio.create_task(poll(), name="spec-vetting-health")
+
+    async def stop_polling(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            try:
+                await self._poller
+            except asyncio.CancelledError:
+                pass
+            self._poller = None
+
+    def choose(self, key: str) -> str:
+        healthy = self.healthy
+        if not healthy:
+            details = "; ".join(f"{u}: {s.last_error}" for u, s in self.states.items())
+            raise EngineError(f"no healthy endpoint ({details}); check that the servers are up",
+                              kind="no_healthy_endpoint")
+        return pick_endpoint(key, healthy)
+
+    async def acquire(self, key: str) -> str:
+        """The endpoint for ``key`` with one of its slots taken; :meth:`release` gives it back."""
+        while True:
+            url = self.choose(key)
+            s = self.states[url]
+            await s.slots.acquire()
+            if s.healthy:  # it may have died while we waited for a slot
+                s.in_flight += 1
+                return url
+            s.slots.release()
+
+    def release(self, url: str) -> None:
+        s = self.states[url]
+        s.in_flight -= 1
+        s.served += 1
+        s.slots.release()

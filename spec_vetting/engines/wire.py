@@ -1,0 +1,186 @@
+"""OpenAI chat-completions wire format in one place: request bodies out, replies in.
+
+Rules (issue 4, DESIGN decisions 2-5): non-streaming; images as ``image_url`` parts holding
+``data:image/png;base64,...``; ``model``, ``temperature`` and ``max_tokens`` on every request; **no** ``tools``
+field (the tools block lives in the system text); usage fields a server leaves out are None, not zero.
+Server-specific extras are kept apart in :func:`server_extras`.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..inspect.types import ImagePart, Message, TextPart, Usage
+from .base import Sampling
+
+REQUEST_ID_HEADER = "X-Request-ID"
+
+
+class WireError(ValueError):
+    """A server reply that does not follow the chat-completions format."""
+
+
+class ImageEncoder:
+    """PNG bytes -> data URL, memoised: the full view is resent every turn and must be byte-identical."""
+
+    def __init__(self):
+        self._cache: dict[int, tuple[bytes, str]] = {}
+
+    def __call__(self, png: bytes) -> str:
+        hit = self._cache.get(id(png))
+        if hit is not None and hit[0] is png:
+            return hit[1]
+        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        self._cache[id(png)] = (png, url)
+        return url
+
+
+def message_to_wire(message: Message, encode_image=None) -> dict[str, Any]:
+    """One message as JSON: a plain string when it holds text only, else a list of parts in order."""
+    encode_image = encode_image or ImageEncoder()
+    if all(isinstance(p, TextPart) for p in message.parts):
+        return {"role": message.role, "content": message.text}
+    content = []
+    for p in message.parts:
+        if isinstance(p, ImagePart):
+            content.append({"type": "image_url", "image_url": {"url": encode_image(p.png)}})
+        else:
+            content.append({"type": "text", "text": p.text})
+    return {"role": message.role, "content": content}
+
+
+def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling,
+                      encode_image=None) -> dict[str, Any]:
+    """The JSON body of ``POST {base}/chat/completions`` for one assistant turn."""
+    encode_image = encode_image or ImageEncoder()
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [message_to_wire(m, encode_image) for m in messages],
+        "stream": False,
+        "temperature": float(sampling.temperature),
+        "top_p": float(sampling.top_p),
+        "max_tokens": int(sampling.max_tokens),
+    }
+    if sampling.seed is not None:
+        body["seed"] = int(sampling.seed)
+    if sampling.logprobs:
+        body["logprobs"] = True
+        body["top_logprobs"] = max(int(sampling.top_logprobs), 5)
+    return body
+
+
+def server_extras(server_kind: str | None) -> dict[str, Any]:
+    """Body fields a given server understands beyond the OpenAI standard. None needed today; kept as the one
+    place to add them (e.g. SGLang's ``separate_reasoning``) so the standard body above stays clean."""
+    return {}
+
+
+@dataclass
+class ChatReply:
+    text: str
+    finish_reason: str | None
+    usage: Usage
+    p_yes: float | None
+    model: str | None
+
+
+def _int_or_none(v: Any) -> int | None:
+    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def usage_from_wire(usage: Any) -> Usage:
+    """Usage with missing fields as None (cached tokens from ``prompt_tokens_details.cached_tokens``)."""
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return Usage(_int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")),
+                 _int_or_none(cached))
+
+
+def _token_prob(entries: list[dict]) -> tuple[float, float]:
+    """Summed probability of YES-like and NO-like first tokens among the alternatives of one position."""
+    p_yes = p_no = 0.0
+    for alt in entries:
+        if not isinstance(alt, dict):
+            continue
+        tok = str(alt.get("token", "")).strip().lstrip("{").strip().upper()
+        lp = alt.get("logprob")
+        if not isinstance(lp, int | float) or not math.isfinite(lp) or not tok:
+            continue
+        if "YES".startswith(tok) or tok.startswith("YES"):
+            p_yes += math.exp(lp)
+        elif "NO".startswith(tok) or tok.startswith("NO"):
+            p_no += math.exp(lp)
+    return p_yes, p_no
+
+
+def p_yes_from_logprobs(logprobs: Any) -> float | None:
+    """P(YES) / (P(YES) + P(NO)) at the token right after the last ``\\boxed{``; None when it cannot be read.
+
+    Works whether the tokenizer splits ``\\boxed{`` and ``YES`` or fuses ``{YES``.
+    """
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    text = ""
+    ends = []  # character offset where each token ends
+    for item in content:
+        tok = item.get("token", "") if isinstance(item, dict) else ""
+        text += str(tok)
+        ends.append(len(text))
+    marker = text.rfind("\\boxed{")
+    if marker < 0:
+        return None
+    after = marker + len("\\boxed{")
+    # the token holding the first character after the brace (or the brace token itself when it fuses "{YES")
+    idx = next((i for i, end in enumerate(ends) if end > after), None)
+    if idx is None:
+        return None
+    start_of_idx = ends[idx - 1] if idx > 0 else 0
+    item = content[idx]
+    alts = item.get("top_logprobs") if isinstance(item, dict) else None
+    if not isinstance(alts, list) or not alts:
+        alts = [item]
+    if start_of_idx < after:  # fused token such as "{YES": compare alternatives after the brace
+        alts = [{**a, "token": str(a.get("token", ""))[after - start_of_idx:]} for a in alts if isinstance(a, dict)]
+    p_yes, p_no = _token_prob(alts)
+    if p_yes + p_no <= 0:
+        return None
+    return p_yes / (p_yes + p_no)
+
+
+def parse_chat_response(data: Any) -> ChatReply:
+    """The first choice of a chat-completions reply; :class:`WireError` when the shape is wrong."""
+    if not isinstance(data, dict):
+        raise WireError(f"reply is {type(data).__name__}, not a JSON object")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise WireError("reply has no choices")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise WireError("reply choice has no message")
+    content = message.get("content")
+    if isinstance(content, list):  # some servers answer with parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is not None and not isinstance(content, str):
+        raise WireError(f"message content is {type(content).__name__}, not text")
+    text = content or ""
+    # a server that splits reasoning out (SGLang --reasoning-parser) must not lose the <think> part we replay
+    reasoning = message.get("reasoning_content")
+    if isinstance(reasoning, str) and reasoning and "<think>" not in text:
+        text = f"<think>{reasoning}</think>\n{text}"
+    return ChatReply(text=text, finish_reason=choice.get("finish_reason"), usage=usage_from_wire(data.get("usage")),
+                     p_yes=p_yes_from_logprobs(choice.get("logprobs")), model=data.get("model"))
+
+
+def model_ids(data: Any) -> list[str]:
+    """Model ids of a ``GET {base}/models`` reply."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [str(m["id"]) for m in items if isinstance(m, dict) and m.get("id")]

@@ -1,0 +1,334 @@
+"""A local OpenAI-compatible test server (standard library only) with fault injection.
+
+Speaks the part of the protocol the service uses, like SGLang does: ``GET /health``, ``GET /v1/models``,
+``GET /get_model_info``, ``POST /v1/chat/completions`` (non-streaming). Listens on 127.0.0.1, a free port, in a
+background thread (a thread per request, so concurrent inspections really overlap).
+
+API::
+
+    from fake_server import FakeOpenAIServer, Fault, dead_endpoint, spec_o3_reply   # tests/ is on sys.path under pytest
+
+    with FakeOpenAIServer(delay_s=0.05) as srv:           # default reply: zoom on Hα, then \\boxed{YES}
+        srv.base_url                                      # "http://127.0.0.1:PORT/v1"  (pass as --endpoint)
+        srv.push_faults(Fault.status(500), Fault.rate_limit("1"), Fault.sleep(2.0), Fault.drop(),
+                        Fault.garbage_body(), Fault.garbage_text("lorem"))   # consumed one per chat request
+        srv.always = Fault.status(503)                    # or apply one fault to every chat request
+        srv.healthy = False                               # /health answers 503
+        srv.requests / srv.chat_requests                  # what clients sent (parsed JSON bodies, headers)
+    dead_endpoint()                                       # a base URL where nothing listens
+
+Pluggable replies: ``FakeOpenAIServer(reply=fn)`` with ``fn(messages, body) -> str | dict``; ``messages`` is the
+request's OpenAI message list (images as ``data:image/png;base64,...`` URLs, see :func:`image_bytes`), a ``str`` is
+sent as the assistant text, a ``dict`` as the whole response JSON. A model can be plugged in this way (the
+LOCAL-MODEL engineer serves the tiny Qwen through it). ``p_yes`` sets the probability reported in ``logprobs`` for
+the token after ``\\boxed{`` when a request asks for logprobs. ``usage=False`` leaves usage out;
+``cached_tokens=False`` leaves ``prompt_tokens_details`` out. For benchmarks: several servers with ``delay_s``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+ZOOM_HALPHA = (
+    "<think>The full view shows features near 6563 Å; zoom on Hα.</think>\n<tool_call>\n"
+    '{"name": "spectral_visualization_tool", "arguments": {"label": "Zoom on the Hα region", '
+    '"wavelength_range": [6500, 6600]}}\n</tool_call>'
+)
+ANSWER_YES = "<think>Broad Hα emission is present.</think>\n<answer>\\boxed{YES} Broad Balmer emission.</answer>"
+
+ReplyFn = Callable[[list[dict], dict], "str | dict"]
+
+
+def spec_o3_reply(messages: list[dict], body: dict) -> str:
+    """A Spec-o3-shaped trajectory: zoom on Hα first, then answer YES."""
+    n_assistant = sum(1 for m in messages if m.get("role") == "assistant")
+    return ZOOM_HALPHA if n_assistant == 0 else ANSWER_YES
+
+
+def image_bytes(messages: list[dict]) -> list[bytes]:
+    """Every image of a request's messages, decoded from its data URL, in order."""
+    out = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, list):
+            for part in content:
+                if part.get("type") == "image_url":
+                    url = part["image_url"]["url"]
+                    out.append(base64.b64decode(url.split(",", 1)[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str  # status | sleep | drop | garbage_body | garbage_text
+    code: int = 200
+    headers: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    text: str = ""
+
+    @staticmethod
+    def status(code: int, body: str = "injected failure", headers: dict | None = None) -> Fault:
+        """Answer HTTP ``code`` with a JSON error body (and ``headers``)."""
+        return Fault("status", code=code, text=body, headers=headers or {})
+
+    @staticmethod
+    def rate_limit(retry_after: str | None = "1") -> Fault:
+        return Fault("status", code=429, text="rate limited",
+                     headers={} if retry_after is None else {"Retry-After": retry_after})
+
+    @staticmethod
+    def sleep(seconds: float) -> Fault:
+        """Answer normally after ``seconds`` (a client with a shorter timeout sees a timeout)."""
+        return Fault("sleep", seconds=seconds)
+
+    @staticmethod
+    def drop() -> Fault:
+        """Read the request, then close the connection without answering."""
+        return Fault("drop")
+
+    @staticmethod
+    def garbage_body() -> Fault:
+        """HTTP 200 with a body that is not JSON."""
+        return Fault("garbage_body", text="<html>502 upstream garbage")
+
+    @staticmethod
+    def garbage_text(text: str = "lorem ipsum dolor sit amet") -> Fault:
+        """A valid completion whose text is nonsense (no call, no answer)."""
+        return Fault("garbage_text", text=text)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict
+    body: Any
+    at: float
+
+
+def _logprobs_for(text: str, p_yes: float) -> dict | None:
+    marker = text.rfind("\\boxed{")
+    if marker < 0:
+        return None
+    head = text[: marker + len("\\boxed{")]
+    rest = text[len(head):]
+    word = "YES" if rest.upper().startswith("YES") else "NO" if rest.upper().startswith("NO") else None
+    if word is None:
+        return None
+    p_yes = min(max(p_yes, 1e-6), 1 - 1e-6)
+    top = [{"token": "YES", "logprob": math.log(p_yes)}, {"token": "NO", "logprob": math.log(1 - p_yes)}]
+    chosen = next(t for t in top if t["token"] == word)
+    return {"content": [
+        {"token": head, "logprob": -0.01, "top_logprobs": []},
+        {"token": rest[: len(word)], "logprob": chosen["logprob"], "top_logprobs": top},
+        {"token": rest[len(word):], "logprob": -0.01, "top_logprobs": []},
+    ]}
+
+
+class FakeOpenAIServer:
+    def __init__(self, reply: ReplyFn | None = None, *, model: str = "fake-spec-o3", delay_s: float = 0.0,
+                 p_yes: float = 0.9, usage: bool = True, cached_tokens: bool = True, model_info: bool = True,
+                 health_endpoint: bool = True):
+        self.reply = reply or spec_o3_reply
+        self.model = model
+        self.delay_s = delay_s
+        self.p_yes = p_yes
+        self.usage = usage
+        self.cached_tokens = cached_tokens
+        self.model_info = model_info
+        self.health_endpoint = health_endpoint
+        self.healthy = True
+        self.always: Fault | None = None
+        self.faults: deque[Fault] = deque()
+        self.requests: list[RecordedRequest] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        server = self
+
+        class Handler(_Handler):
+            owner = server
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url + "/v1"
+
+    # --- scripting -------------------------------------------------------------------------------------------
+
+    def push_faults(self, *faults: Fault) -> None:
+        with self._lock:
+            self.faults.extend(faults)
+
+    def _next_fault(self) -> Fault | None:
+        with self._lock:
+            if self.faults:
+                return self.faults.popleft()
+        return self.always
+
+    def _record(self, req: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(req)
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def interruptible_sleep(self, seconds: float) -> bool:
+        """Sleep unless the server stops first; False when stopped."""
+        return not self._stop.wait(seconds)
+
+    def completion(self, body: dict) -> dict:
+        messages = body.get("messages") or []
+        out = self.reply(messages, body)
+        if isinstance(out, dict):
+            return out
+        text = str(out)
+        n_prompt = sum(len(json.dumps(m)) for m in messages) // 4
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop"}
+        if body.get("logprobs"):
+            choice["logprobs"] = _logprobs_for(text, self.p_yes)
+        data: dict[str, Any] = {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion",
+                                "created": int(time.time()), "model": self.model, "choices": [choice]}
+        if self.usage:
+            usage: dict[str, Any] = {"prompt_tokens": n_prompt, "completion_tokens": max(1, len(text) // 4),
+                                     "total_tokens": n_prompt + max(1, len(text) // 4)}
+            if self.cached_tokens:
+                usage["prompt_tokens_details"] = {"cached_tokens": n_prompt // 2}
+            data["usage"] = usage
+        return data
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeOpenAIServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    def _send_json(self, status: int, data: Any, headers: dict | None = None) -> None:
+        payload = json.dumps(data).encode()
+        self._send_raw(status, payload, "application/json", headers)
+
+    def _send_raw(self, status: int, payload: bytes, ctype: str, headers: dict | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(payload)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        try:
+            self.wfile.write(payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+        srv = self.owner
+        srv._record(RecordedRequest("GET", self.path, dict(self.headers), None, time.time()))
+        if self.path == "/health" and srv.health_endpoint:
+            if srv.healthy:
+                self._send_raw(200, b"", "text/plain")
+            else:
+                self._send_json(503, {"error": "unhealthy"})
+        elif self.path == "/v1/models":
+            self._send_json(200, {"object": "list", "data": [{"id": srv.model, "object": "model"}]})
+        elif self.path == "/get_model_info" and srv.model_info:
+            self._send_json(200, {"model_path": srv.model, "is_generation": True})
+        else:
+            self._send_json(404, {"error": f"no route {self.path}"})
+
+    def do_POST(self) -> None:  # noqa: N802
+        srv = self.owner
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = None
+        srv._record(RecordedRequest("POST", self.path, dict(self.headers), body, time.time()))
+        if self.path != "/v1/chat/completions":
+            self._send_json(404, {"error": f"no route {self.path}"})
+            return
+        if not isinstance(body, dict):
+            self._send_json(400, {"error": "body is not JSON"})
+            return
+        fault = srv._next_fault()
+        if fault is not None and fault.kind == "drop":
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        if fault is not None and fault.kind == "status":
+            self._send_json(fault.code, {"error": {"message": fault.text}}, fault.headers)
+            return
+        delay = srv.delay_s + (fault.seconds if fault is not None and fault.kind == "sleep" else 0.0)
+        if delay and not srv.interruptible_sleep(delay):
+            return
+        if fault is not None and fault.kind == "garbage_body":
+            self._send_raw(200, fault.text.encode(), "text/html")
+            return
+        if fault is not None and fault.kind == "garbage_text":
+            data = srv.completion({**body, "messages": []})
+            data["choices"][0]["message"]["content"] = fault.text
+            self._send_json(200, data)
+            return
+        try:
+            data = srv.completion(body)
+        except Exception as exc:  # a plugged-in reply function failed: answer 500 like a real server
+            self._send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
+            return
+        self._send_json(200, data)
+
+
+def dead_endpoint() -> str:
+    """A base URL on 127.0.0.1 where nothing listens (connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
