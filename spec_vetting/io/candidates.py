@@ -1,0 +1,526 @@
+"""Candidate lists: what a survey team hands the service, turned into :class:`Candidate` rows.
+
+A candidate is (candidate id, optional task, a spectrum source, optional label). :func:`load_candidates` accepts:
+
+- a table, CSV / Parquet / FITS binary table, with a ``path`` column (also ``file`` or ``filename``; relative paths
+  resolve against the table's folder) and optional ``candidate_id``, ``target`` or ``targetid``, ``task``,
+  ``label`` (YES/NO, also yes/no/y/n/1/0/true/false), ``ra``, ``dec`` (degrees) and ``redrock`` (a DESI redshift
+  file to join; by default the reader looks for ``redrock-X.fits`` next to ``coadd-X.fits``). Column names are
+  matched case-insensitively, other columns are ignored;
+- a directory (searched recursively) or a glob of FITS files: one candidate per file, except DESI coadd/spectra
+  files, which give one candidate per usable science target (the only case where listing reads a file beyond its
+  first header); DESI redrock/zbest files are skipped; a file that cannot be opened is still one candidate (its
+  error comes later, per candidate, from :meth:`Candidate.load_spectrum`);
+- a single FITS spectrum file (one candidate, or one per target of a DESI file);
+- a SpecVI-Bench parquet file (spectrum inline, label from ``reward_model.ground_truth``, task from
+  ``data_source`` with ``cc`` = ``carbon``, null redshift = 0, the row's own prompt text);
+- a list of any of these.
+
+Candidate ids are strings, stable across runs: the given ``candidate_id``, else the file name without its FITS
+suffixes plus ``-<target>`` for multi-target files; ids that would collide get a short hash of the full path.
+Listing never aborts on one bad file, but a malformed list fails at once with a :class:`CandidateListError` naming
+the file, the row (1-based data row, the header not counted) and what to fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import logging
+import math
+import os
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from ..errors import CandidateListError, SpectrumReadError
+from ..spectrum import Spectrum, SpectrumMeta
+
+log = logging.getLogger(__name__)
+
+FITS_SUFFIXES = (".fits", ".fit", ".fts", ".fits.gz", ".fit.gz", ".fts.gz")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_LAMOST_NAME = re.compile(r"spec-(?P<lmjd>\d+)-(?P<planid>[^_]+)_sp(?P<spid>\d+)-(?P<fiberid>\d+)")
+
+#: accepted column names (lower case) for each field, first match wins
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "path": ("path", "file", "filename"),
+    "candidate_id": ("candidate_id",),
+    "target": ("target", "targetid"),
+    "task": ("task",),
+    "label": ("label",),
+    "ra": ("ra",),
+    "dec": ("dec",),
+    "redrock": ("redrock",),
+}
+_LABELS = {"yes": "YES", "y": "YES", "1": "YES", "true": "YES", "no": "NO", "n": "NO", "0": "NO", "false": "NO"}
+
+
+class InlineSpectrum(BaseModel):
+    """A spectrum carried in the list itself (SpecVI-Bench rows): observed-frame wavelength (Å) and flux."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    wavelength: np.ndarray
+    flux: np.ndarray
+    redshift: float | None = None  # None means 0, as in SpecVI-Bench
+    name: str | None = None  # e.g. the LAMOST file name the row was made from
+
+
+class Candidate(BaseModel):
+    """One candidate of a list. ``source`` says where it was listed (file and row) for messages."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    candidate_id: str
+    path: str | None = None
+    target: int | str | None = None
+    task: str | None = None
+    label: Literal["YES", "NO"] | None = None
+    ra: float | None = None
+    dec: float | None = None
+    inline: InlineSpectrum | None = None
+    prompt: str | None = None  # SpecVI's exact task text (the user text after the image), when the list has one
+    redrock: str | None = None
+    source: str | None = None
+
+    def load_spectrum(self) -> Spectrum:
+        """Read this candidate's spectrum; every failure is a :class:`SpectrumReadError` naming file and target."""
+        if self.inline is not None:
+            return _inline_spectrum(self)
+        if not self.path:
+            raise SpectrumReadError(
+                self.source or self.candidate_id,
+                f"candidate {self.candidate_id} has neither a path nor an inline spectrum",
+                hint="give a path column in the candidate list",
+            )
+        from .reader import read_spectrum
+
+        try:
+            if self.redrock:
+                return read_spectrum(self.path, self.target, redrock=self.redrock)
+            return read_spectrum(self.path, self.target)
+        except SpectrumReadError:
+            raise
+        except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:  # a reader bug must not kill a run
+            raise SpectrumReadError(
+                self.path, f"{type(exc).__name__}: {exc}", target=self.target, hint="report this file to the developers"
+            ) from exc
+
+
+def _inline_spectrum(c: Candidate) -> Spectrum:
+    inline = c.inline
+    where = c.source or c.candidate_id
+    wave = np.asarray(inline.wavelength, dtype=np.float64)
+    flux = np.asarray(inline.flux, dtype=np.float64)
+    if wave.shape != flux.shape or wave.ndim != 1:
+        raise SpectrumReadError(where, f"inline wavelength has shape {wave.shape} but flux {flux.shape}")
+    keep = np.isfinite(wave)
+    wave, flux = wave[keep], flux[keep]
+    if wave.size < 2:
+        raise SpectrumReadError(where, "inline spectrum has fewer than 2 finite wavelengths")
+    if not np.all(np.diff(wave) > 0):
+        order = np.argsort(wave, kind="stable")
+        wave, flux = wave[order], flux[order]
+        if not np.all(np.diff(wave) > 0):
+            raise SpectrumReadError(where, "inline wavelengths repeat; expected a strictly increasing grid")
+    bad = ~np.isfinite(flux)
+    if bad.all():
+        raise SpectrumReadError(where, "inline spectrum has no finite flux")
+    # SpecVI rows carry no errors: use one noise level from the pixel-to-pixel scatter (robust, via the MAD)
+    diffs = np.diff(flux[~bad])
+    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2.0) if diffs.size else 0.0
+    ivar = np.where(bad, 0.0, 1.0 / sigma**2 if sigma > 0 else 1.0)
+    ids: dict[str, Any] = {}
+    if inline.name:
+        m = _LAMOST_NAME.search(inline.name)
+        if m:
+            ids = {"lmjd": int(m["lmjd"]), "planid": m["planid"], "spid": int(m["spid"]), "fiberid": int(m["fiberid"])}
+    meta = SpectrumMeta(
+        survey="lamost",
+        variant="specvi-inline",
+        path=c.path or "",
+        row=None,
+        ids=ids,
+        ra=c.ra,
+        dec=c.dec,
+        redshift=0.0 if inline.redshift is None else float(inline.redshift),
+    )
+    return Spectrum(wave, flux, ivar, bad, "", meta)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# value parsing
+
+
+def _blank(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and value.strip() == ""
+
+
+def _as_text(value: Any) -> str | None:
+    if _blank(value):
+        return None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _as_target(value: Any) -> int | str | None:
+    text = _as_text(value)
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _as_label(value: Any, path: Path, row: int) -> str | None:
+    if _blank(value):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return "YES" if value else "NO"
+    key = _as_text(value).lower()
+    if key not in _LABELS:
+        raise CandidateListError(
+            path, f"label {value!r} is not YES or NO", row=row, hint="use YES/NO (or yes/no, 1/0, true/false) or leave empty"
+        )
+    return _LABELS[key]
+
+
+def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int) -> float | None:
+    if _blank(value):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise CandidateListError(path, f"{name} {value!r} is not a number (degrees)", row=row) from None
+    if not (lo <= x <= hi) or not math.isfinite(x):
+        raise CandidateListError(path, f"{name} {x} is outside [{lo:g}, {hi:g}] degrees", row=row)
+    return x
+
+
+def _resolve(path_text: str, base: Path) -> str:
+    p = Path(os.path.expanduser(path_text))
+    if not p.is_absolute():
+        p = base / p
+    return os.path.normpath(str(p))
+
+
+def fits_stem(path: str | Path) -> str:
+    """The file name without FITS/gzip suffixes: ``spec-0266-51602-0013.fits.gz`` -> ``spec-0266-51602-0013``."""
+    name = Path(path).name
+    for suffix in sorted(FITS_SUFFIXES, key=len, reverse=True):
+        if name.lower().endswith(suffix):
+            return name[: -len(suffix)]
+    return Path(name).stem
+
+
+def _default_id(path: str, target: Any) -> str:
+    stem = fits_stem(path)
+    return stem if target is None else f"{stem}-{target}"
+
+
+def _dedupe_generated(cands: list[Candidate], generated: list[bool]) -> None:
+    """Generated ids that collide (same file name in two folders) get a short hash of the full path."""
+    counts = Counter(c.candidate_id for c in cands)
+    for c, gen in zip(cands, generated, strict=True):
+        if gen and counts[c.candidate_id] > 1 and c.path:
+            c.candidate_id = f"{c.candidate_id}-{zlib.crc32(c.path.encode()):08x}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# tables
+
+
+def _find_columns(names: list[str], path: Path) -> dict[str, str]:
+    lower = {n.lower().strip(): n for n in names}
+    found = {}
+    for field, aliases in COLUMN_ALIASES.items():
+        for alias in aliases:
+            if alias in lower:
+                found[field] = lower[alias]
+                break
+    if "path" not in found:
+        raise CandidateListError(
+            path,
+            f"no path column; columns found: {', '.join(names) if names else '(none)'}",
+            hint="add a column 'path' with each spectrum file (relative paths resolve against the list's folder)",
+        )
+    return found
+
+
+def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind: str) -> list[Candidate]:
+    cols = _find_columns(names, path)
+    base = path.parent
+    cands: list[Candidate] = []
+    generated: list[bool] = []
+    for i, r in enumerate(rows, start=1):
+        raw_path = _as_text(r.get(cols["path"]))
+        if raw_path is None:
+            raise CandidateListError(path, f"empty {cols['path']}", row=i, hint="every row needs a spectrum file")
+        spec_path = _resolve(raw_path, base)
+        target = _as_target(r.get(cols["target"])) if "target" in cols else None
+        cid = _as_text(r.get(cols["candidate_id"])) if "candidate_id" in cols else None
+        task = _as_text(r.get(cols["task"])) if "task" in cols else None
+        redrock = _as_text(r.get(cols["redrock"])) if "redrock" in cols else None
+        generated.append(cid is None)
+        cands.append(
+            Candidate(
+                candidate_id=cid if cid is not None else _default_id(spec_path, target),
+                path=spec_path,
+                target=target,
+                task=task.lower() if task else None,
+                label=_as_label(r.get(cols["label"]), path, i) if "label" in cols else None,
+                ra=_as_angle(r.get(cols["ra"]), "ra", 0.0, 360.0, path, i) if "ra" in cols else None,
+                dec=_as_angle(r.get(cols["dec"]), "dec", -90.0, 90.0, path, i) if "dec" in cols else None,
+                redrock=_resolve(redrock, base) if redrock else None,
+                source=f"{path} ({kind} row {i})",
+            )
+        )
+    _dedupe_generated(cands, generated)
+    return cands
+
+
+def _load_csv(path: Path) -> list[Candidate]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            sample = fh.read(4096)
+            fh.seek(0)
+            delimiter = "\t" if path.suffix.lower() == ".tsv" or ("\t" in sample and "," not in sample) else ","
+            reader = csv.DictReader((line for line in fh if not line.startswith("#")), delimiter=delimiter)
+            names = [n for n in (reader.fieldnames or []) if n is not None]
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise CandidateListError(path, f"not UTF-8 text ({exc})", hint="save the list as UTF-8 CSV") from exc
+    except csv.Error as exc:
+        raise CandidateListError(path, f"malformed CSV ({exc})") from exc
+    for i, r in enumerate(rows, start=1):
+        if None in r:  # more cells than header names
+            raise CandidateListError(path, f"{len(names) + len(r[None])} cells but {len(names)} columns", row=i)
+    return _rows_to_candidates(path, names, rows, "csv")
+
+
+def _load_parquet_table(path: Path) -> list[Candidate]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for unreadable files
+        raise CandidateListError(path, f"not a readable parquet file ({exc})") from exc
+    return _rows_to_candidates(path, table.column_names, table.to_pylist(), "parquet")
+
+
+def _fits_table_rows(hdu) -> tuple[list[str], list[dict]]:
+    data = hdu.data
+    names = list(hdu.columns.names)
+    if data is None:
+        return names, []
+    columns = {}
+    for n in names:
+        col = data[n]
+        if col.dtype.kind in "SU":
+            columns[n] = [str(v).strip() for v in col]
+        else:
+            columns[n] = [v.item() if hasattr(v, "item") and np.ndim(v) == 0 else v for v in col]
+    return names, [{n: columns[n][i] for n in names} for i in range(len(data))]
+
+
+def _fits_candidate_table(path: Path):
+    """The first binary table HDU with a path column, or None (the file is then a spectrum, not a list)."""
+    from astropy.io import fits
+
+    try:
+        with fits.open(path, memmap=False) as hdul:
+            for hdu in hdul[1:]:
+                if isinstance(hdu, fits.BinTableHDU):
+                    lower = [n.lower() for n in hdu.columns.names]
+                    if any(a in lower for a in COLUMN_ALIASES["path"]):
+                        return _fits_table_rows(hdu)
+    except (OSError, ValueError, TypeError, EOFError):
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# spectrum files
+
+
+def _primary_telescope(path: Path) -> str | None:
+    """TELESCOP of the primary header, read from the first header blocks only (gzip-aware); None if absent."""
+    import gzip
+
+    try:
+        with open(path, "rb") as raw:
+            magic = raw.read(2)
+        opener = gzip.open if magic == b"\x1f\x8b" else open
+        with opener(path, "rb") as fh:
+            for _ in range(36):  # up to 36 blocks = 1296 cards
+                block = fh.read(2880)
+                if len(block) < 2880:
+                    return None
+                for k in range(0, 2880, 80):
+                    card = block[k : k + 80]
+                    if card.startswith(b"TELESCOP="):
+                        value = card[10:].split(b"/")[0].strip().strip(b"'").strip()
+                        return value.decode("ascii", "replace")
+                    if card.startswith(b"END") and card[3:].strip() == b"":
+                        return None
+    except (OSError, EOFError):
+        return None
+    return None
+
+
+def _file_candidates(path: Path, *, in_listing: bool) -> list[Candidate]:
+    """Candidates of one spectrum file: one, or one per usable target of a DESI file. Never raises for the file."""
+    spath = os.path.normpath(str(path))
+    single = [Candidate(candidate_id=_default_id(spath, None), path=spath, source=spath)]
+    # LAMOST and SDSS files say who they are in the first header cards: one candidate, no further reading
+    if _primary_telescope(path) in ("LAMOST", "SDSS 2.5-M"):
+        return single
+    from .reader import list_targets, sniff_layout
+
+    try:
+        layout = sniff_layout(spath)
+        if layout in ("desi-redrock", "desi-zbest"):
+            if in_listing:
+                log.info("%s: DESI redshift file, not a spectrum; skipped in the listing", spath)
+                return []
+            return single  # asked for explicitly: it will fail per candidate with the reader's message
+        if not layout.startswith("desi"):
+            return single
+        targets = list_targets(spath)
+    except SpectrumReadError as exc:
+        log.info("%s: listed as one candidate although it cannot be read (%s)", spath, exc)
+        return single
+    if targets == [None]:
+        return single
+    return [
+        Candidate(candidate_id=_default_id(spath, t), path=spath, target=t, source=f"{spath} (target {t})")
+        for t in targets
+    ]
+
+
+def _is_fits_name(name: str) -> bool:
+    return name.lower().endswith(FITS_SUFFIXES)
+
+
+def _directory_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and _is_fits_name(p.name))
+
+
+def _specvi_candidates(path: Path) -> list[Candidate]:
+    from .specvi import read_specvi_rows
+
+    cands = []
+    rows = read_specvi_rows(path)
+    for r in rows:
+        if r.wavelength is None or r.flux is None:
+            raise CandidateListError(
+                path, "no inline spectrum in extra_info.tools_kwargs.spectral_visualization_tool.create_kwargs",
+                row=r.row + 1,
+            )  # fmt: skip
+        if r.name:
+            cid = fits_stem(r.name)
+        elif r.index is not None:
+            cid = f"specvi-{r.data_source}-{r.index}"
+        else:
+            cid = f"specvi-{r.data_source}-row{r.row}"
+        cands.append(
+            Candidate(
+                candidate_id=cid,
+                path=str(path),
+                task=r.task,
+                label=r.label,
+                inline=InlineSpectrum(wavelength=r.wavelength, flux=r.flux, redshift=r.redshift, name=r.name),
+                prompt=r.prompt_text,
+                source=f"{path} (parquet row {r.row + 1})",
+            )
+        )
+    # the same file name twice for one task (should not happen): keep both, told apart by the row index
+    counts = Counter((c.candidate_id, c.task) for c in cands)
+    for c, r in zip(cands, rows, strict=True):
+        idx = r.index if r.index is not None else r.row
+        if counts[(c.candidate_id, c.task)] > 1:
+            c.candidate_id = f"{c.candidate_id}-{idx}"
+    return cands
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _load_one(source: str | Path) -> list[Candidate]:
+    text = str(source)
+    path = Path(os.path.expanduser(text))
+    if not path.exists() and _GLOB_CHARS.search(text):
+        matches = sorted(glob.glob(os.path.expanduser(text), recursive=True))
+        files: list[Path] = []
+        for m in matches:
+            p = Path(m)
+            files.extend(_directory_files(p) if p.is_dir() else [p] if _is_fits_name(p.name) else [])
+        if not files:
+            raise CandidateListError(text, "the pattern matches no FITS file", hint="check the folder and pattern")
+        return _listing(files)
+    if not path.exists():
+        raise CandidateListError(path, "no such file or directory")
+    if path.is_dir():
+        files = _directory_files(path)
+        if not files:
+            raise CandidateListError(
+                path, "the folder holds no FITS file (.fits, .fit, .fts, optionally .gz)",
+                hint="give a candidate table or the folder of the spectra",
+            )  # fmt: skip
+        return _listing(files)
+    suffix = path.name.lower()
+    if suffix.endswith((".csv", ".tsv", ".txt")):
+        return _load_csv(path)
+    if suffix.endswith((".parquet", ".pq")):
+        from .specvi import is_specvi_parquet
+
+        return _specvi_candidates(path) if is_specvi_parquet(path) else _load_parquet_table(path)
+    if _is_fits_name(path.name):
+        table = _fits_candidate_table(path)
+        if table is not None:
+            names, rows = table
+            return _rows_to_candidates(path, names, rows, "fits")
+        return _file_candidates(path, in_listing=False)
+    raise CandidateListError(
+        path, "unknown candidate list format",
+        hint="use .csv/.tsv, .parquet, a FITS table or spectrum (.fits/.fit[.gz]), a folder or a glob",
+    )  # fmt: skip
+
+
+def _listing(files: list[Path]) -> list[Candidate]:
+    cands = [c for f in files for c in _file_candidates(f, in_listing=True)]
+    _dedupe_generated(cands, [True] * len(cands))
+    return cands
+
+
+def iter_sources(source: str | Path | Iterable[str | Path]) -> Iterator[str | Path]:
+    if isinstance(source, (str, Path, os.PathLike)):
+        yield source
+    else:
+        yield from source
+
+
+def load_candidates(source: str | Path | Iterable[str | Path]) -> list[Candidate]:
+    """All candidates of ``source`` (a list file, folder, glob, spectrum file, SpecVI parquet, or several).
+
+    Raises :class:`CandidateListError` for a malformed or missing list; never for an unreadable spectrum file.
+    """
+    out: list[Candidate] = []
+    for s in iter_sources(source):
+        out.extend(_load_one(s))
+    return out

@@ -1,0 +1,292 @@
+"""SpecVI-Bench parquet files (the Spec-o3 RL/benchmark data, ``Maxwell-Jia/SpecVI-Bench``): read rows, write test files.
+
+One row per spectrum and task (``SPEC_O3_PROTOCOL.md`` section 7):
+
+- ``data_source``: the task key (``cv``, ``cc`` = carbon, ``ss``, ``gm``, ``wd``),
+- ``prompt``: the messages (system and user; the user text opens with the ``<image>`` placeholder),
+- ``reward_model.ground_truth``: ``YES``/``NO``,
+- ``extra_info``: ``index``, ``name`` (the LAMOST file name) and
+  ``tools_kwargs.spectral_visualization_tool.create_kwargs`` = {``wavelength``, ``flux``, ``redshift`` (may be null:
+  treat as 0)},
+- ``images`` (the full-spectrum image; never read here: we render our own) and ``agent_name``.
+
+Reading goes through Arrow's nested arrays so a 1 500-row file with 3 909-value arrays per row does not become
+millions of Python floats. ``extra_info`` stored as JSON text (as some exports do) is accepted too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CandidateListError
+from ..inspect.protocol import SYSTEM_TEXT
+
+#: columns a file must have to be read as SpecVI-Bench rows
+SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
+IMAGE_PLACEHOLDER = "<image>"
+#: ``data_source`` values that name a task under another key
+DATA_SOURCE_ALIASES = {"cc": "carbon"}
+
+#: class names that open each task's published prompt (protocol section 1); used only for test files we write
+_CLASS_NAMES = {
+    "cv": "Cataclysmic Variables (CV)",
+    "carbon": "Carbon Star (C-type)",
+    "cc": "Carbon Star (C-type)",
+    "ss": "S-type Star",
+    "gm": "M-type Giant",
+    "wd": "White Dwarf",
+}
+
+
+@dataclass
+class SpecVIRow:
+    """One SpecVI-Bench row, decoded."""
+
+    row: int  # position in the file (0-based)
+    data_source: str | None
+    task: str | None  # data_source with aliases resolved (cc -> carbon)
+    label: str | None  # "YES" / "NO" / None
+    index: int | None
+    name: str | None
+    wavelength: np.ndarray | None
+    flux: np.ndarray | None
+    redshift: float | None  # as stored (None = null, which means 0)
+    prompt_text: str | None  # the user message text, placeholder stripped (the text after the image)
+
+
+def is_specvi_parquet(path: str | Path) -> bool:
+    """True when a parquet file has the SpecVI-Bench columns (reads the schema only)."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = set(pq.read_schema(path).names)
+    except Exception:  # not parquet, unreadable: not SpecVI either
+        return False
+    return all(c in names for c in SPECVI_REQUIRED_COLUMNS)
+
+
+def strip_placeholder(text: str) -> str:
+    """The task text of ``<image>\\n<task text>``: placeholder and the one newline after it removed."""
+    stripped = text.lstrip()
+    if stripped.startswith(IMAGE_PLACEHOLDER):
+        rest = stripped[len(IMAGE_PLACEHOLDER) :]
+        return rest[1:] if rest.startswith("\n") else rest
+    return text
+
+
+def _user_text(cell: Any) -> str | None:
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell)
+        except json.JSONDecodeError:
+            return cell
+    if isinstance(cell, Mapping):
+        cell = [cell]
+    for message in cell or []:
+        if isinstance(message, Mapping) and message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, list):  # multimodal parts: keep the text parts in order
+                content = "".join(p.get("text") or "" if isinstance(p, Mapping) else str(p) for p in content)
+            return content if isinstance(content, str) else None
+    return None
+
+
+def _child(arr, name: str):
+    """A struct array's child by name, offsets and parent nulls applied; None when absent."""
+    import pyarrow as pa
+
+    if arr is None or not pa.types.is_struct(arr.type):
+        return None
+    idx = arr.type.get_field_index(name)
+    if idx < 0:
+        return None
+    return arr.flatten()[idx]
+
+
+def _list_rows(arr, n: int) -> list[np.ndarray | None]:
+    """Per-row float64 arrays of a list<number> Arrow array (None for null rows)."""
+    if arr is None:
+        return [None] * n
+    offsets = arr.offsets.to_numpy()
+    values = arr.values.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    return [values[offsets[i] : offsets[i + 1]].copy() if valid[i] else None for i in range(n)]
+
+
+def _scalar_rows(arr, n: int) -> list[Any]:
+    return [None] * n if arr is None else arr.to_pylist()
+
+
+def _as_label(value: Any, path: Path, row: int) -> str | None:
+    if value is None:
+        return None
+    text = str(value).strip().upper()
+    if text in ("YES", "NO"):
+        return text
+    if text == "":
+        return None
+    raise CandidateListError(path, f"reward_model.ground_truth is {value!r}, expected YES or NO", row=row)
+
+
+def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
+    """Decode every row of a SpecVI-Bench parquet file (the ``images`` column is not read)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    try:
+        names = pq.read_schema(path).names
+    except FileNotFoundError as exc:
+        raise CandidateListError(path, "no such file") from exc
+    except Exception as exc:  # pyarrow raises several types for a file that is not parquet
+        raise CandidateListError(path, f"not a readable parquet file ({exc})") from exc
+    missing = [c for c in SPECVI_REQUIRED_COLUMNS if c not in names]
+    if missing:
+        raise CandidateListError(
+            path, f"missing SpecVI-Bench column(s) {', '.join(missing)}; columns found: {', '.join(names)}"
+        )
+    wanted = [c for c in ("data_source", "prompt", "reward_model", "extra_info") if c in names]
+    table = pq.read_table(path, columns=wanted)
+    n = table.num_rows
+
+    def column(name):
+        return table.column(name).combine_chunks() if name in table.column_names else None
+
+    sources = _scalar_rows(column("data_source"), n)
+    prompts = _scalar_rows(column("prompt"), n)
+    reward = column("reward_model")
+    if reward is not None and pa.types.is_string(reward.type):
+        truths = [json.loads(r).get("ground_truth") if r else None for r in reward.to_pylist()]
+    else:
+        truths = _scalar_rows(_child(reward, "ground_truth"), n)
+
+    extra = column("extra_info")
+    if extra is not None and (pa.types.is_string(extra.type) or pa.types.is_large_string(extra.type)):
+        decoded = [json.loads(e) if e else {} for e in extra.to_pylist()]
+        indices = [d.get("index") for d in decoded]
+        file_names = [d.get("name") for d in decoded]
+        kwargs = [
+            ((d.get("tools_kwargs") or {}).get("spectral_visualization_tool") or {}).get("create_kwargs") or {}
+            for d in decoded
+        ]
+        waves = [np.asarray(k["wavelength"], dtype=np.float64) if k.get("wavelength") is not None else None
+                 for k in kwargs]  # fmt: skip
+        fluxes = [np.asarray(k["flux"], dtype=np.float64) if k.get("flux") is not None else None for k in kwargs]
+        redshifts = [k.get("redshift") for k in kwargs]
+    else:
+        create = _child(_child(_child(extra, "tools_kwargs"), "spectral_visualization_tool"), "create_kwargs")
+        indices = _scalar_rows(_child(extra, "index"), n)
+        file_names = _scalar_rows(_child(extra, "name"), n)
+        waves = _list_rows(_child(create, "wavelength"), n)
+        fluxes = _list_rows(_child(create, "flux"), n)
+        redshifts = _scalar_rows(_child(create, "redshift"), n)
+
+    rows = []
+    for i in range(n):
+        source = None if sources[i] is None else str(sources[i]).strip()
+        text = _user_text(prompts[i]) if prompts[i] is not None else None
+        z = redshifts[i]
+        rows.append(
+            SpecVIRow(
+                row=i,
+                data_source=source,
+                task=DATA_SOURCE_ALIASES.get(source, source) if source else None,
+                label=_as_label(truths[i], path, i + 1),
+                index=None if indices[i] is None else int(indices[i]),
+                name=None if file_names[i] is None else str(file_names[i]),
+                wavelength=waves[i],
+                flux=fluxes[i],
+                redshift=None if z is None or (isinstance(z, float) and not np.isfinite(z)) else float(z),
+                prompt_text=strip_placeholder(text) if text is not None else None,
+            )
+        )
+    return rows
+
+
+def default_prompt(task: str) -> str:
+    """A stand-in task text in the published shape, for test files (the real texts are in SpecVI-Bench)."""
+    name = _CLASS_NAMES.get(task, task)
+    return (
+        f"Analyze the provided spectrum to determine if it is a **{name}**.\n\n"
+        "Key visual indicators:\n- (synthetic test prompt)\n\n"
+        "Answer with \\boxed{YES} or \\boxed{NO} inside <answer></answer>."
+    )
+
+
+def write_specvi_parquet(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write rows in the SpecVI-Bench layout (for tests and examples).
+
+    Each row: ``wavelength``, ``flux`` (sequences), ``task`` (the ``data_source``, e.g. ``cv`` or ``cc``),
+    ``label`` (YES/NO), optional ``redshift`` (None is written as null), ``name``, ``index`` (default: the row
+    position), ``prompt`` (the task text without placeholder; default :func:`default_prompt`), ``image`` (PNG bytes).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    create_type = pa.struct(
+        [("wavelength", pa.list_(pa.float64())), ("flux", pa.list_(pa.float64())), ("redshift", pa.float64())]
+    )
+    extra_type = pa.struct(
+        [
+            ("index", pa.int64()),
+            ("name", pa.string()),
+            ("split", pa.string()),
+            ("tools_kwargs", pa.struct([("spectral_visualization_tool", pa.struct([("create_kwargs", create_type)]))])),
+        ]
+    )
+    message_type = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
+    image_type = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
+
+    cols: dict[str, list] = {k: [] for k in ("data_source", "prompt", "images", "ability", "reward_model",
+                                             "agent_name", "extra_info")}  # fmt: skip
+    for i, r in enumerate(rows):
+        task = str(r["task"])
+        text = r.get("prompt") or default_prompt(task)
+        cols["data_source"].append(task)
+        cols["prompt"].append(
+            [{"content": SYSTEM_TEXT, "role": "system"}, {"content": f"{IMAGE_PLACEHOLDER}\n{text}", "role": "user"}]
+        )
+        image = r.get("image")
+        cols["images"].append([{"bytes": image, "path": None}] if image is not None else [])
+        cols["ability"].append("astronomy")
+        cols["reward_model"].append({"ground_truth": r.get("label"), "style": "rule"})
+        cols["agent_name"].append("tool_agent")
+        z = r.get("redshift")
+        cols["extra_info"].append(
+            {
+                "index": int(r.get("index", i)),
+                "name": r.get("name"),
+                "split": r.get("split", "test"),
+                "tools_kwargs": {
+                    "spectral_visualization_tool": {
+                        "create_kwargs": {
+                            "wavelength": [float(x) for x in np.asarray(r["wavelength"], dtype=np.float64)],
+                            "flux": [float(x) for x in np.asarray(r["flux"], dtype=np.float64)],
+                            "redshift": None if z is None else float(z),
+                        }
+                    }
+                },
+            }
+        )
+    table = pa.table(
+        {
+            "data_source": pa.array(cols["data_source"], pa.string()),
+            "prompt": pa.array(cols["prompt"], message_type),
+            "images": pa.array(cols["images"], image_type),
+            "ability": pa.array(cols["ability"], pa.string()),
+            "reward_model": pa.array(cols["reward_model"], pa.struct([("ground_truth", pa.string()),
+                                                                      ("style", pa.string())])),  # fmt: skip
+            "agent_name": pa.array(cols["agent_name"], pa.string()),
+            "extra_info": pa.array(cols["extra_info"], extra_type),
+        }
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+    return path
