@@ -139,7 +139,9 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
                 result.verdict = ans.verdict
                 result.status, result.fallback, result.justification = ans.status, ans.fallback, ans.justification
                 if reply.p_yes is not None:
-                    result.p_yes, result.p_yes_source = reply.p_yes, "logprobs"
+                    # model engines read p_yes off the answer token; the rules engine's is its calibrated score
+                    source = "rules_score" if result.engine == "rules" else "logprobs"
+                    result.p_yes, result.p_yes_source = reply.p_yes, source
                 return
             rec.tool_call = decision.call
             if decision.action == "stop":

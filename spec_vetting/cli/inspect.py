@@ -1,0 +1,212 @@
+"""`spec-vet inspect`: one inspection of one spectrum, its whole trajectory printed (or as JSON).
+
+Exit codes: 0 the inspection ended with YES, NO or UNDECIDED; 1 it could not finish (unreadable spectrum, engine
+down, ERROR verdict); 2 usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..errors import ConfigError, SpecVettingError
+
+
+def _parse_target(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    v = value.strip()
+    return int(v) if v.lstrip("-").isdigit() else v
+
+
+def _engine_options(engine: str, endpoints: tuple[str, ...], model: str | None, device: str,
+                    timeout: float) -> dict[str, Any]:
+    if engine == "openai":
+        if not endpoints:
+            raise ConfigError("--engine openai needs at least one --endpoint URL (e.g. http://localhost:30000/v1)")
+        return {"endpoints": list(endpoints), "model": model, "timeout_s": timeout}
+    if endpoints:
+        raise ConfigError(f"--endpoint is only used by --engine openai, not {engine}")
+    if engine == "local":
+        if not model:
+            raise ConfigError("--engine local needs --model PATH, the folder of a Qwen2.5-VL checkpoint")
+        return {"model_path": model, "device": device}
+    if model:
+        raise ConfigError(f"--model is not used by --engine {engine}")
+    return {}
+
+
+def _result_json(result, image_files: dict[int, str]) -> dict[str, Any]:
+    turns = []
+    for t in result.turns:
+        call = t.tool_call
+        turns.append({
+            "turn": t.index,
+            "assistant_text": t.assistant_text,
+            "tool_call": None if call is None else {"name": call.name, "arguments": call.arguments,
+                                                    "error": call.error},
+            "tool_response_text": t.tool_response_text,
+            "zoom_window": list(t.zoom_window) if t.zoom_window else None,
+            "image_file": image_files.get(t.index),
+            "prompt_tokens": t.usage.prompt_tokens,
+            "completion_tokens": t.usage.completion_tokens,
+            "cached_tokens": t.usage.cached_tokens,
+            "latency_s": round(t.latency_s, 4),
+            "endpoint": t.endpoint,
+            "finish_reason": t.finish_reason,
+        })
+    return {
+        "candidate_id": result.candidate_id, "task": result.task, "verdict": result.verdict,
+        "status": result.status, "fallback": result.fallback, "justification": result.justification,
+        "reason": result.reason, "error_kind": result.error_kind, "error_message": result.error_message,
+        "p_yes": result.p_yes, "p_yes_source": result.p_yes_source, "engine": result.engine,
+        "engine_version": result.engine_version, "model": result.model, "prompt_version": result.prompt_version,
+        "renderer_version": result.renderer_version, "redshift": result.redshift_used,
+        "attempts": result.attempts, "elapsed_s": round(result.elapsed_s, 4), "n_turns": len(result.turns),
+        "n_tool_calls": result.n_tool_calls, "full_view_file": image_files.get(-1), "turns": turns,
+    }
+
+
+def _save_images(result, directory: Path) -> dict[int, str]:
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[int, str] = {}
+    if result.initial_image_png:
+        p = directory / "turn00_full.png"
+        p.write_bytes(result.initial_image_png)
+        files[-1] = str(p)
+    for t in result.turns:
+        if t.image_png:
+            w = t.zoom_window
+            tag = f"zoom_{w[0]:g}-{w[1]:g}" if w else "full"
+            p = directory / f"turn{t.index + 1:02d}_{tag}.png"
+            p.write_bytes(t.image_png)
+            files[t.index] = str(p)
+    return files
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in (text.splitlines() or [""]))
+
+
+def _print_readable(result, task, spectrum_label: str, image_files: dict[int, str]) -> None:
+    model = f", model {result.model}" if result.model else ""
+    click.echo(f"{spectrum_label}: task {task.key} ({task.class_name}), engine {result.engine}{model}, "
+               f"prompt {result.prompt_version}")
+    if result.redshift_used:
+        click.echo(f"zoom windows in the rest frame (z = {result.redshift_used:g})")
+    if -1 in image_files:
+        click.echo(f"full view: {image_files[-1]}")
+    for t in result.turns:
+        u = t.usage
+        tokens = ""
+        if u.prompt_tokens is not None or u.completion_tokens is not None:
+            cached = f", {u.cached_tokens} cached" if u.cached_tokens is not None else ""
+            tokens = f", {u.prompt_tokens if u.prompt_tokens is not None else '?'} prompt + " \
+                     f"{u.completion_tokens if u.completion_tokens is not None else '?'} completion tokens{cached}"
+        click.echo(f"\n-- turn {t.index + 1} ({t.latency_s:.2f} s{tokens})")
+        click.echo(_indent(t.assistant_text.rstrip()))
+        if t.tool_call is not None:
+            where = f"zoom {t.zoom_window[0]:g}-{t.zoom_window[1]:g} Å" if t.zoom_window else "tool"
+            if t.tool_response_text is None:
+                click.echo(f"  -> {where}: not run ({result.reason})")
+            else:
+                click.echo(f"  -> {where}: {t.tool_response_text}")
+            if t.index in image_files:
+                click.echo(f"     image: {image_files[t.index]}")
+    click.echo("")
+    line = f"verdict: {result.verdict}"
+    if result.verdict in ("YES", "NO"):
+        line += f" ({result.status}{', ' + result.fallback if result.fallback else ''})"
+    if result.p_yes is not None:
+        line += f", p_yes {result.p_yes:.3f} ({result.p_yes_source})"
+    line += f"; {len(result.turns)} turn(s), {result.n_tool_calls} zoom(s), {result.elapsed_s:.2f} s"
+    if result.attempts > 1:
+        line += f", {result.attempts} attempts"
+    click.echo(line)
+    if result.justification and result.verdict in ("YES", "NO"):
+        click.echo(f"justification: {result.justification}")
+    if result.reason:
+        click.echo(f"reason: {result.reason}")
+    if result.error_kind:
+        click.echo(f"error ({result.error_kind}): {result.error_message}")
+
+
+@click.command("inspect")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--task", "task_key", required=True, help="Task key, e.g. cv, carbon (cc), ss, gm, wd.")
+@click.option("--target", help="DESI TARGETID, or a row for trimmed multi-target files.")
+@click.option("--engine", type=click.Choice(["rules", "local", "openai"]),
+              help="Default: openai when --endpoint is given, else rules.")
+@click.option("--endpoint", "endpoints", multiple=True,
+              help="OpenAI-compatible base URL including /v1 (repeatable), e.g. http://localhost:30000/v1.")
+@click.option("--model", help="Served model name (openai; default: first of GET /v1/models) or checkpoint folder "
+                              "(local).")
+@click.option("--device", default="cpu", show_default=True, help="Device of the local engine (cpu, cuda, cuda:1).")
+@click.option("--tasks-file", type=click.Path(exists=True, dir_okay=False), help="YAML file of extra tasks.")
+@click.option("--redshift", type=float, help="Redshift for the rest frame (default: the survey pipeline's).")
+@click.option("--temperature", type=float, default=0.0, show_default=True, help="Sampling temperature.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
+              help="Max tokens per assistant turn.")
+@click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True,
+              help="Max assistant turns (training used 8).")
+@click.option("--logprobs/--no-logprobs", default=False, help="Ask the server for logprobs to compute p_yes.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Per-request timeout (openai), s.")
+@click.option("--time-budget", type=float, help="Wall-time budget of the whole inspection, s.")
+@click.option("--title", default="Spectrum", show_default=True,
+              help="Plot title; the RL data used the default.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--save-images", type=click.Path(file_okay=False), help="Write the full view and each zoom as PNG.")
+def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_file, redshift, temperature,
+                max_tokens, max_turns, logprobs, timeout, time_budget, title, as_json, save_images):
+    """Run one inspection of the spectrum in PATH and print its trajectory."""
+    from ..engines import create_engine
+    from ..engines.base import InspectionContext, Sampling
+    from ..inspect.loop import run_inspection
+    from ..inspect.tasks import get_task
+
+    engine_name = engine or ("openai" if endpoints else "rules")
+    try:
+        task = get_task(task_key, tasks_file)
+        eng = create_engine(engine_name, **_engine_options(engine_name, endpoints, model, device, timeout))
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
+
+    from ..io import read_spectrum
+
+    tgt = _parse_target(target)
+    try:
+        spectrum = read_spectrum(path, tgt)
+    except SpecVettingError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    z = redshift if redshift is not None else spectrum.meta.redshift
+    candidate_id = Path(path).name if tgt is None else f"{Path(path).name}:{tgt}"
+    ctx = InspectionContext(candidate_id=candidate_id, task=task.key, spectrum=spectrum, redshift=z)
+    sampling = Sampling(temperature=temperature, max_tokens=max_tokens, logprobs=logprobs,
+                        top_logprobs=5 if logprobs else 0)
+
+    async def main():
+        await eng.start()
+        try:
+            return await run_inspection(ctx, task, eng, sampling=sampling, max_turns=max_turns,
+                                        time_budget_s=time_budget, title=title)
+        finally:
+            await eng.close()
+
+    try:
+        result = asyncio.run(main())
+    except SpecVettingError as exc:  # the engine could not start: servers down, model folder missing ...
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    files = _save_images(result, Path(save_images)) if save_images else {}
+    if as_json:
+        click.echo(json.dumps(_result_json(result, files), indent=2, ensure_ascii=False))
+    else:
+        _print_readable(result, task, candidate_id, files)
+    if result.verdict == "ERROR":
+        sys.exit(1)

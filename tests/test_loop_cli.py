@@ -1,0 +1,67 @@
+"""`spec-vet inspect` end to end: a committed real SDSS file, the real renderer, the fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fake_server import FakeOpenAIServer, dead_endpoint
+
+from spec_vetting.cli import main
+
+SDSS = Path(__file__).parent / "data" / "real" / "spec-0907-52373-0419.fits"
+
+pytestmark = pytest.mark.skipif(not SDSS.exists(), reason="committed test file missing")
+
+
+@pytest.mark.slow
+def test_inspect_json_against_server(tmp_path):
+    with FakeOpenAIServer() as srv:
+        res = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--endpoint", srv.base_url,
+                                        "--json", "--save-images", str(tmp_path / "img"), "--redshift", "0"])
+        assert res.exit_code == 0, res.output
+        out = json.loads(res.output)
+        assert out["verdict"] == "YES" and out["status"] == "well_formed"
+        assert out["engine"] == "openai" and out["model"] == "fake-spec-o3" and out["p_yes"] is None
+        assert len(out["turns"]) == 2
+        t0 = out["turns"][0]
+        assert t0["tool_call"]["name"] == "spectral_visualization_tool"
+        assert t0["tool_response_text"].startswith("Generated spectral visualization focused on wavelength range "
+                                                   "(6500, 6600) Å")
+        assert out["renderer_version"] and out["prompt_version"].startswith("builtin-")
+        assert Path(out["full_view_file"]).read_bytes().startswith(b"\x89PNG")
+        assert Path(t0["image_file"]).name == "turn01_zoom_6500-6600.png"
+        assert all("tools" not in q.body for q in srv.chat_requests)
+
+
+@pytest.mark.slow
+def test_inspect_readable_output():
+    with FakeOpenAIServer() as srv:
+        res = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cc", "--endpoint", srv.base_url])
+        assert res.exit_code == 0, res.output
+        assert "task carbon (Carbon Star (C-type))" in res.output
+        assert "-- turn 1" in res.output and "zoom 6500-6600 Å" in res.output
+        assert "verdict: YES (well_formed)" in res.output
+
+
+def test_usage_errors():
+    r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "qso"])
+    assert r.exit_code == 2 and "unknown task" in r.output
+    r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--engine", "openai"])
+    assert r.exit_code == 2 and "--endpoint" in r.output
+    r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--engine", "local"])
+    assert r.exit_code == 2 and "--model" in r.output
+
+
+def test_dead_server_exits_1(tmp_path):
+    r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--endpoint", dead_endpoint()])
+    assert r.exit_code == 1 and "health check" in r.output
+
+
+def test_unreadable_file_exits_1(tmp_path):
+    bad = tmp_path / "x.fits"
+    bad.write_bytes(b"not fits")
+    r = CliRunner().invoke(main, ["inspect", str(bad), "--task", "cv", "--endpoint", "http://127.0.0.1:9/v1"])
+    assert r.exit_code == 1 and str(bad) in r.output
