@@ -21,7 +21,7 @@ class SpectrumMeta:
     """Where a spectrum came from and what the survey pipeline said about it."""
 
     survey: str  # "lamost" | "sdss" | "desi"
-    variant: str  # layout variant, e.g. "lamost-dr1-image", "sdss-spec-lite", "desi-coadd"
+    variant: str  # layout variant, e.g. "lamost-lrs-dr1-image", "sdss-spec-lite", "desi-coadd"
     path: str = ""
     data_release: str | None = None  # e.g. "LAMOST DR7", "DR17"
     pipeline_version: str | None = None  # e.g. "v2.9.8", run2d "v5_13_2", redrock version
