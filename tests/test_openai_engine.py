@@ -304,3 +304,32 @@ def test_answer_after_zoom_sequence_of_turns_counts():
         assert r.verdict == "YES" and len(r.turns) == 3 and r.n_tool_calls == 2
         last = srv.chat_requests[-1].body["messages"]
         assert [m["role"] for m in last] == ["system", "user", "assistant", "user", "assistant", "user"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_mixed_fault_batch_nothing_hangs_nothing_lost():
+    """Three endpoints (one dead) serving a batch while 500s, 429s, timeouts, drops and garbage are injected."""
+    import random
+
+    rng = random.Random(7)
+    kinds = [Fault.status(500), Fault.status(503), Fault.rate_limit("0.1"), Fault.sleep(2.5), Fault.drop(),
+             Fault.garbage_text(), Fault.garbage_body(), Fault.status(502)]
+    with FakeOpenAIServer(delay_s=0.01) as a, FakeOpenAIServer(delay_s=0.01) as b:
+        for srv in (a, b):
+            srv.push_faults(*(rng.choice(kinds) for _ in range(12)))
+        eng = OpenAIEngine([a.base_url, dead_endpoint(), b.base_url], **FAST)
+        ids = [f"cand-{i}" for i in range(16)]
+        t0 = time.monotonic()
+        results = inspect_many(eng, ids, time_budget_s=30)
+        assert time.monotonic() - t0 < 60
+        assert sorted(r.candidate_id for r in results) == sorted(ids)
+        for r in results:
+            assert r.verdict in ("YES", "NO", "UNDECIDED", "ERROR")
+            if r.verdict == "UNDECIDED":
+                assert r.reason
+            if r.verdict == "ERROR":
+                assert r.error_kind and r.error_message
+        assert sum(r.verdict == "YES" for r in results) >= len(ids) // 2
+        assert_wire_rules(a)
+        assert_wire_rules(b)
