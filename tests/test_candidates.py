@@ -1,0 +1,166 @@
+"""Candidate lists: every accepted format, relative paths, stable ids, and messages that say what to fix."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from astropy.io import fits
+
+from spec_vetting.errors import CandidateListError, SpectrumReadError
+from spec_vetting.io.candidates import Candidate, load_candidates
+from spec_vetting.io.synthetic import make_spectrum
+from spec_vetting.io.writers import native_grid, write_desi_coadd, write_spectrum
+
+
+@pytest.fixture(scope="module")
+def spectra_dir(tmp_path_factory):
+    """Two LAMOST files, an SDSS file and a DESI coadd (2 science targets + stuck + sky) with its redrock file."""
+    d = tmp_path_factory.mktemp("spectra")
+    write_spectrum(make_spectrum("cv", seed=1), d / "lamost" / "a.fits", "lamost-image")
+    write_spectrum(make_spectrum("wd_da", seed=2), d / "lamost" / "b.fits.gz", "lamost-dr1-image")
+    write_spectrum(
+        make_spectrum("galaxy", seed=3, wavelength=native_grid("sdss-spec-lite")), d / "sdss" / "spec-1.fits",
+        "sdss-spec-lite",
+    )  # fmt: skip
+    grid = native_grid("desi-coadd")
+    tids = write_desi_coadd(
+        [make_spectrum("qso", seed=4, wavelength=grid), make_spectrum("m_giant", seed=5, wavelength=grid)],
+        d / "desi" / "coadd-sv3-dark-1.fits",
+        redrock_path=d / "desi" / "redrock-sv3-dark-1.fits",
+    )
+    return d, tids
+
+
+def _csv(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_csv_relative_paths_and_fields(spectra_dir, tmp_path):
+    d, tids = spectra_dir
+    lst = _csv(
+        d / "list.csv",
+        "candidate_id,path,targetid,task,label,ra,dec\n"
+        "c1,lamost/a.fits,,cv,yes,10.5,-3\n"
+        f",desi/coadd-sv3-dark-1.fits,{tids[1]},gm,NO,,\n"
+        ",sdss/spec-1.fits,,,,,\n",
+    )
+    cands = load_candidates(lst)
+    assert [c.candidate_id for c in cands] == ["c1", f"coadd-sv3-dark-1-{tids[1]}", "spec-1"]
+    c1, c2, c3 = cands
+    assert c1.path == str(d / "lamost" / "a.fits") and c1.task == "cv" and c1.label == "YES"
+    assert (c1.ra, c1.dec) == (10.5, -3.0) and c1.target is None
+    assert c2.target == tids[1] and isinstance(c2.target, int) and c2.label == "NO"
+    assert c3.task is None and c3.label is None and c3.ra is None
+    assert "row 2" in c2.source
+    # the list can be loaded from anywhere: paths resolve against its folder, ids do not change
+    assert [c.candidate_id for c in load_candidates(str(lst))] == [c.candidate_id for c in cands]
+    assert c2.load_spectrum().meta.pipeline_class == "STAR"  # redrock beside the coadd joined
+    assert c1.load_spectrum().meta.variant == "lamost-lrs-image"
+
+
+def test_parquet_and_fits_tables(spectra_dir, tmp_path):
+    d, tids = spectra_dir
+    (tmp_path / "data").symlink_to(d)  # lists live outside the spectra folder (a FITS list would be listed there)
+    table = pa.table({"PATH": ["data/lamost/a.fits", "data/desi/coadd-sv3-dark-1.fits"], "TARGET": [None, tids[0]],
+                      "Label": ["NO", "YES"], "task": ["wd", "cv"], "extra": [1, 2]})  # fmt: skip
+    pq.write_table(table, tmp_path / "list.parquet")
+    pcands = load_candidates(tmp_path / "list.parquet")
+    assert [c.target for c in pcands] == [None, tids[0]]
+    assert [c.label for c in pcands] == ["NO", "YES"] and pcands[0].path == str(tmp_path / "data/lamost/a.fits")
+
+    cols = [
+        fits.Column(name="PATH", format="40A", array=np.array(["data/lamost/a.fits", "data/sdss/spec-1.fits"])),
+        fits.Column(name="CANDIDATE_ID", format="10A", array=np.array(["x1", "x2"])),
+        fits.Column(name="RA", format="D", array=np.array([1.0, 2.0])),
+    ]
+    fits.BinTableHDU.from_columns(cols).writeto(tmp_path / "list.fits")
+    fcands = load_candidates(tmp_path / "list.fits")
+    assert [c.candidate_id for c in fcands] == ["x1", "x2"] and fcands[1].ra == 2.0
+    assert fcands[1].path == str(tmp_path / "data/sdss/spec-1.fits")
+    assert fcands[1].load_spectrum().meta.survey == "sdss"
+
+
+def test_missing_path_column_lists_the_columns(tmp_path):
+    lst = _csv(tmp_path / "l.csv", "obsid,task\n123,cv\n")
+    with pytest.raises(CandidateListError, match=r"no path column; columns found: obsid, task") as exc:
+        load_candidates(lst)
+    assert str(lst) in str(exc.value) and "add a column 'path'" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a.fits,,maybe,,", r"row 2: label 'maybe' is not YES or NO"),
+        ("a.fits,,,400,", r"row 2: ra 400.0 is outside \[0, 360\]"),
+        ("a.fits,,,,north", r"row 2: dec 'north' is not a number"),
+        (",,YES,,", r"row 2: empty path"),
+    ],
+)
+def test_bad_row_names_the_row(tmp_path, row, message):
+    lst = _csv(tmp_path / "l.csv", f"path,task,label,ra,dec\nok.fits,cv,YES,1,1\n{row}\n")
+    with pytest.raises(CandidateListError, match=message):
+        load_candidates(lst)
+
+
+def test_directory_lists_every_file_and_desi_targets(spectra_dir, tmp_path):
+    d, tids = spectra_dir
+    cands = load_candidates(d)
+    ids = [c.candidate_id for c in cands]
+    assert ids == [f"coadd-sv3-dark-1-{tids[0]}", f"coadd-sv3-dark-1-{tids[1]}", "a", "b", "spec-1"]
+    assert all(c.task is None and c.label is None for c in cands)  # the redrock file is not a candidate
+    assert load_candidates(str(d / "lamost" / "*.fits*"))[1].candidate_id == "b"
+    assert [c.target for c in load_candidates(d / "desi" / "coadd-sv3-dark-1.fits")] == tids
+
+
+def test_corrupt_file_in_a_directory_is_still_one_candidate(spectra_dir, tmp_path):
+    d, _ = spectra_dir
+    shutil.copy(d / "lamost" / "a.fits", tmp_path / "good.fits")
+    (tmp_path / "broken.fits").write_bytes(b"SIMPLE  =    T" + b"\0" * 100)
+    (tmp_path / "notes.txt").write_text("not a spectrum")
+    cands = load_candidates(tmp_path)
+    assert [c.candidate_id for c in cands] == ["broken", "good"]
+    with pytest.raises(SpectrumReadError, match="broken.fits"):
+        cands[0].load_spectrum()
+    assert cands[1].load_spectrum().meta.survey == "lamost"
+
+
+def test_same_file_name_in_two_folders_gets_distinct_stable_ids(spectra_dir, tmp_path):
+    d, _ = spectra_dir
+    for sub in ("n1", "n2"):
+        (tmp_path / sub).mkdir()
+        shutil.copy(d / "lamost" / "a.fits", tmp_path / sub / "a.fits")
+    first = [c.candidate_id for c in load_candidates(tmp_path)]
+    assert len(set(first)) == 2 and all(i.startswith("a-") for i in first)
+    assert [c.candidate_id for c in load_candidates(tmp_path)] == first
+
+
+def test_missing_sources_and_formats(tmp_path):
+    with pytest.raises(CandidateListError, match="no such file or directory"):
+        load_candidates(tmp_path / "nope.csv")
+    with pytest.raises(CandidateListError, match="matches no FITS file"):
+        load_candidates(str(tmp_path / "*.fits"))
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(CandidateListError, match="unknown candidate list format"):
+        load_candidates(tmp_path / "x.json")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(CandidateListError, match="no FITS file"):
+        load_candidates(empty)
+
+
+def test_load_spectrum_errors_are_typed(tmp_path):
+    with pytest.raises(SpectrumReadError, match="missing.fits"):
+        Candidate(candidate_id="m", path=str(tmp_path / "missing.fits")).load_spectrum()
+    with pytest.raises(SpectrumReadError, match="neither a path nor an inline spectrum"):
+        Candidate(candidate_id="m").load_spectrum()
+
+
+def test_several_sources_at_once(spectra_dir):
+    d, _ = spectra_dir
+    cands = load_candidates([d / "lamost" / "a.fits", d / "sdss" / "spec-1.fits"])
+    assert [c.candidate_id for c in cands] == ["a", "spec-1"]
