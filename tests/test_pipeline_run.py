@@ -1,0 +1,284 @@
+"""The pipeline in-process (Dask LocalCluster with threads): rows, ERROR rows, resume, lock, incremental.
+
+Candidates are small stand-ins with ``load_spectrum`` (synthetic spectra, or a failure), so these tests do not
+depend on the candidate-list reader; the scripted engine answers without a model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+
+from spec_vetting.catalog import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
+from spec_vetting.errors import ConfigError, SpectrumReadError
+from spec_vetting.pipeline import job_from_dict, runner
+from spec_vetting.pipeline.lock import RootLock, RunLockedError
+from spec_vetting.pipeline.store import RunStore
+
+ANSWER_YES = "<think>Broad Balmer emission.</think>\n<answer>\\boxed{YES} broad H alpha</answer>"
+ZOOM = (
+    '<think>look</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
+    '{"wavelength_range": [6500, 6620], "label": "Halpha"}}\n</tool_call>'
+)
+
+
+@dataclass
+class FakeCandidate:
+    candidate_id: str
+    path: str | None = None
+    target: int | None = None
+    task: str | None = None
+    label: str | None = None
+    ra: float | None = None
+    dec: float | None = None
+    inline: object = None
+    prompt: str | None = None
+    kind: str = "cv"
+    broken: str | None = None  # "missing" | "corrupt"
+
+    def load_spectrum(self):
+        if self.broken == "missing":
+            raise SpectrumReadError(self.path, "file not found", hint="check the path in the candidate list")
+        if self.broken == "corrupt":
+            raise SpectrumReadError(self.path, "not a FITS file (bad header)")
+        from spec_vetting.io.synthetic import make_spectrum
+
+        return make_spectrum(self.kind, seed=int(self.candidate_id.split("-")[-1]))
+
+
+def _cands(n=6, broken=None):
+    out = [FakeCandidate(f"c-{i}", path=f"/data/c-{i}.fits", label="YES" if i % 2 else "NO") for i in range(n)]
+    for i, how in (broken or {}).items():
+        out[i].broken = how
+    return out
+
+
+def _job(tmp_path, **kw):
+    data = {
+        "candidates": ["unused.csv"],
+        "tasks": ["cv", "wd"],
+        "out": str(tmp_path / "cat"),
+        "engine": {"name": "scripted", "options": {"replies": [ZOOM, ANSWER_YES]}},
+        "shard_size": 4,
+        "cluster": {"processes": False, "workers": 1, "dashboard": False},
+    }
+    data.update(kw)
+    return job_from_dict(data)
+
+
+def _tiny_png() -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (4, 4), "white").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+TINY_PNG = _tiny_png()
+
+
+@pytest.fixture(autouse=True)
+def fast_render(monkeypatch):
+    """Rendering is tested by the render and loop tests; here a constant picture keeps the pipeline tests fast."""
+    from spec_vetting.inspect import zoom
+
+    monkeypatch.setattr(zoom, "_default_renderer", lambda: (lambda *a, **k: TINY_PNG))
+
+
+@pytest.fixture
+def fake_candidates(monkeypatch):
+    holder = {"cands": _cands()}
+    monkeypatch.setattr(runner, "load_all_candidates", lambda sources: holder["cands"])
+    monkeypatch.delenv(runner.KILL_AFTER_ENV, raising=False)
+    return holder
+
+
+def _rows(root, run_id=None):
+    t = read_verdicts(root, run_id)
+    return sorted(t.to_pylist(), key=lambda r: (r["candidate_id"], r["task"]))
+
+
+def _strip_timing(rows):
+    drop = {"elapsed_s", "started_at"}
+    return [{k: v for k, v in r.items() if k not in drop} for r in rows]
+
+
+def test_run_writes_one_row_per_pair_and_the_traces(tmp_path, fake_candidates):
+    fake_candidates["cands"] = _cands(6, broken={1: "missing", 4: "corrupt"})
+    job = _job(tmp_path)
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert out.status == "finished"
+    rows = _rows(job.out)
+    assert len(rows) == 12 and len({(r["candidate_id"], r["task"]) for r in rows}) == 12
+    by = {(r["candidate_id"], r["task"]): r for r in rows}
+    assert by[("c-0", "cv")]["verdict"] == "YES" and by[("c-0", "cv")]["status"] == "well_formed"
+    assert by[("c-0", "cv")]["n_tool_calls"] == 1 and json.loads(by[("c-0", "cv")]["zoom_windows"]) == [[6500, 6620]]
+    assert by[("c-0", "cv")]["survey"] == "lamost" and by[("c-0", "cv")]["obsid"] is not None
+    assert by[("c-0", "cv")]["healpix"] is not None and by[("c-0", "cv")]["engine"] == "scripted"
+    assert by[("c-0", "cv")]["run_date"] == out.run_date and by[("c-0", "cv")]["label"] == "NO"
+    for cid in ("c-1", "c-4"):
+        for task in ("cv", "wd"):
+            r = by[(cid, task)]
+            assert r["verdict"] == "ERROR" and r["error_kind"] == "read_error"
+            assert f"/data/{cid}.fits" in r["error_message"]
+            assert r["prompt_version"] and r["engine"] == "scripted"
+    assert out.summary["errors_by_kind"] == {"read_error": 4}
+    assert out.summary["verdicts_by_task"]["cv"] == {"ERROR": 2, "YES": 4}
+    # turns: a turn -1 row with the full view, then the assistant turns with the zoom image on turn 0
+    turns = read_turns(job.out, out.run_id, candidate_ids=["c-0"]).to_pylist()
+    cv = sorted((t for t in turns if t["task"] == "cv"), key=lambda t: t["turn"])
+    assert [t["turn"] for t in cv] == [-1, 0, 1]
+    assert cv[0]["image_png"].startswith(b"\x89PNG") and cv[0]["assistant_text"] is None
+    assert json.loads(cv[1]["tool_call"])["arguments"]["wavelength_range"] == [6500, 6620]
+    assert cv[1]["image_png"].startswith(b"\x89PNG") and cv[1]["zoom_min"] == 6500.0
+    assert "boxed{YES}" in cv[2]["assistant_text"]
+    # provenance
+    m = read_manifest(job.out, out.run_id)
+    assert m["status"] == "finished" and m["counts"]["pairs"] == 12 and m["counts"]["shards"] == 3
+    assert m["engine"]["engine"] == "scripted" and m["dependencies"]["pyarrow"]
+    assert m["tasks"]["cv"]["prompt_version"]
+    log = (RunStore(job.out, out.run_id, out.run_date).log_path).read_text()
+    assert " START run " in log and " SUCCESS run " in log
+    assert latest_run_id(job.out) == out.run_id and list_runs(job.out)[0]["status"] == "finished"
+
+
+def test_resume_after_a_crash_finishes_only_what_is_missing(tmp_path, fake_candidates):
+    job = _job(tmp_path)
+    first = runner.run_job(job, progress=False, echo=lambda s: None)
+    reference = _strip_timing(_rows(job.out))
+    # simulate a run killed after its first shard: the other shards' files and markers never got written,
+    # and a temporary file was left half-written
+    store = RunStore(job.out, first.run_id, first.run_date)
+    markers = sorted(store.shards_dir.glob("*.done"))
+    assert len(markers) == 3
+    for marker in markers[1:]:
+        marker.unlink()
+        for p in (tmp_path / "cat").rglob(f"part-{first.run_id}-{marker.stem}.parquet"):
+            p.unlink()
+    tmp = store.partition("verdicts", "cv") / f"_tmp-dead-part-{first.run_id}-x.parquet"
+    tmp.write_bytes(b"half")
+    m = read_manifest(job.out, first.run_id)
+    m["status"] = "running"
+    (store.manifest_path).write_text(json.dumps(m))
+    before = (store.shards_dir / markers[0].name).read_text()
+
+    messages = []
+    again = runner.run_job(job, progress=False, echo=messages.append)
+    assert again.run_id == first.run_id and again.resumed
+    assert any("resuming run" in s and "1 of 3" in s for s in messages)
+    assert again.summary["inspections_this_attempt"] == 8
+    assert (store.shards_dir / markers[0].name).read_text() == before  # done shard not rerun
+    assert not tmp.exists()
+    assert _strip_timing(_rows(job.out)) == reference
+    assert len(read_manifest(job.out, first.run_id)["attempts"]) == 2
+
+
+def test_a_rerun_of_a_done_shard_replaces_its_rows(tmp_path, fake_candidates):
+    job = _job(tmp_path)
+    first = runner.run_job(job, progress=False, echo=lambda s: None)
+    store = RunStore(job.out, first.run_id, first.run_date)
+    # a crash after the part files were renamed but before the marker: the shard runs again
+    next(store.shards_dir.glob("*.done")).unlink()
+    m = read_manifest(job.out, first.run_id)
+    m["status"] = "failed"
+    store.manifest_path.write_text(json.dumps(m))
+    runner.run_job(job, progress=False, echo=lambda s: None)
+    assert len(_rows(job.out)) == 12
+
+
+def test_finished_run_then_same_command_starts_a_new_run_and_fresh_too(tmp_path, fake_candidates):
+    job = _job(tmp_path)
+    a = runner.run_job(job, progress=False, echo=lambda s: None)
+    b = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert b.run_id != a.run_id and not b.resumed
+    assert len(_rows(job.out)) == 24 and len(_rows(job.out, b.run_id)) == 12
+    assert latest_run_id(job.out) == b.run_id
+
+
+def test_incremental_skips_pairs_already_vetted(tmp_path, fake_candidates):
+    fake_candidates["cands"] = _cands(4, broken={3: "corrupt"})
+    job = _job(tmp_path, incremental=True)
+    a = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert a.summary["n_verdicts"] == 8
+    fake_candidates["cands"] = _cands(6, broken={3: "corrupt"})  # two new candidates tonight
+    b = runner.run_job(job, progress=False, echo=lambda s: None)
+    got = {(r["candidate_id"], r["task"]) for r in _rows(job.out, b.run_id)}
+    # new candidates, plus the ERROR pairs of last night retried
+    assert got == {(c, t) for c in ("c-3", "c-4", "c-5") for t in ("cv", "wd")}
+    assert read_manifest(job.out, b.run_id)["counts"]["skipped_incremental"] == 6
+
+
+def test_explicit_run_id_and_date(tmp_path, fake_candidates):
+    job = _job(tmp_path, run_id="nightly-1", run_date="2024-03-05")
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert out.run_id == "nightly-1"
+    assert (tmp_path / "cat" / "verdicts" / "run_date=2024-03-05" / "task=cv").is_dir()
+    with pytest.raises(ConfigError, match="already exists"):
+        runner.run_job(job, progress=False, echo=lambda s: None)
+
+
+def test_a_second_run_on_the_same_root_is_refused(tmp_path, fake_candidates):
+    job = _job(tmp_path)
+    (tmp_path / "cat").mkdir()
+    with RootLock(tmp_path / "cat"):
+        with pytest.raises(RunLockedError, match="another `spec-vet run`"):
+            runner.run_job(job, progress=False, echo=lambda s: None)
+    runner.run_job(job, progress=False, echo=lambda s: None)  # free again once released
+
+
+def test_row_tasks_run_only_when_selected(tmp_path, fake_candidates):
+    cands = _cands(3)
+    cands[0].task = "cc"  # alias of carbon: not among the run's tasks -> skipped
+    cands[1].task = "cv"
+    fake_candidates["cands"] = cands
+    notes = []
+    out = runner.run_job(_job(tmp_path), progress=False, echo=notes.append)
+    got = {(r["candidate_id"], r["task"]) for r in _rows(tmp_path / "cat", out.run_id)}
+    assert got == {("c-1", "cv"), ("c-2", "cv"), ("c-2", "wd")}
+    assert any("outside --task" in n for n in notes)
+
+
+def test_engine_failures_become_error_rows(tmp_path, fake_candidates):
+    job = _job(tmp_path, engine={"name": "scripted", "options": {"replies": []}})
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    rows = _rows(job.out)
+    assert out.status == "finished" and len(rows) == 12
+    assert {r["verdict"] for r in rows} == {"ERROR"} and {r["error_kind"] for r in rows} == {"script_exhausted"}
+
+
+def test_a_shard_that_cannot_run_fails_the_run_and_resume_finishes_it(tmp_path, fake_candidates, monkeypatch):
+    from spec_vetting.pipeline import shard as shard_mod
+
+    real = shard_mod._write_shard
+    calls = {"n": 0}
+
+    def flaky(spec, store, results, elapsed):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk full")
+        return real(spec, store, results, elapsed)
+
+    monkeypatch.setattr(shard_mod, "_write_shard", flaky)
+    job = _job(tmp_path)
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert out.status == "failed" and "disk full" in out.failures[0]
+    assert read_manifest(job.out, out.run_id)["status"] == "failed"
+    log = RunStore(job.out, out.run_id, out.run_date).log_path.read_text()
+    assert "FAILED run" in log
+    again = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert again.run_id == out.run_id and again.status == "finished" and len(_rows(job.out)) == 12
+
+
+def test_duplicate_pairs_and_missing_tasks_are_configuration_errors(tmp_path, fake_candidates):
+    fake_candidates["cands"] = _cands(2) + _cands(1)
+    with pytest.raises(ConfigError, match="more than once"):
+        runner.run_job(_job(tmp_path), progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(2)
+    with pytest.raises(ConfigError, match="no task"):
+        runner.run_job(_job(tmp_path, tasks=[]), progress=False, echo=lambda s: None)
+    with pytest.raises(ConfigError, match="unknown task"):
+        runner.run_job(_job(tmp_path, tasks=["nope"]), progress=False, echo=lambda s: None)
