@@ -1,0 +1,70 @@
+"""Routing: rendezvous stickiness, slot accounting, health probes and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+from fake_server import FakeOpenAIServer, dead_endpoint
+
+from spec_vetting.engines.routing import Router, pick_endpoint, probe_health
+
+
+def test_rendezvous_moves_only_the_dead_endpoints_candidates():
+    eps = [f"http://h{i}:30000/v1" for i in range(4)]
+    keys = [f"cand-{i}" for i in range(400)]
+    before = {k: pick_endpoint(k, eps) for k in keys}
+    after = {k: pick_endpoint(k, [e for e in eps if e != eps[1]]) for k in keys}
+    moved = [k for k in keys if before[k] != after[k]]
+    assert moved and all(before[k] == eps[1] for k in moved)
+    counts = {e: list(before.values()).count(e) for e in eps}
+    assert min(counts.values()) > 60  # spread over all endpoints
+
+
+def test_health_probe_root_then_models_fallback():
+    async def main(urls):
+        async with httpx.AsyncClient() as client:
+            return [await probe_health(client, u, timeout_s=1.0) for u in urls]
+
+    with FakeOpenAIServer() as ok, FakeOpenAIServer(health_endpoint=False) as no_health, FakeOpenAIServer() as sick:
+        sick.healthy = False
+        res = asyncio.run(main([ok.base_url, no_health.base_url, sick.base_url, dead_endpoint()]))
+        assert res[0] == (True, None)
+        assert res[1] == (True, None)
+        assert [q.path for q in no_health.requests] == ["/health", "/v1/models"]
+        assert res[2][0] is False and "503" in res[2][1]
+        assert res[3][0] is False and "failed" in res[3][1]
+
+
+def test_unhealthy_endpoint_comes_back_through_polling():
+    with FakeOpenAIServer() as a, FakeOpenAIServer() as b:
+        router = Router([a.base_url, b.base_url], max_inflight_per_endpoint=1, health_interval_s=0.05)
+
+        async def main():
+            async with httpx.AsyncClient() as client:
+                router.mark_unhealthy(a.base_url, "test")
+                assert router.healthy == [b.base_url]
+                router.start_polling(client)
+                for _ in range(100):
+                    await asyncio.sleep(0.02)
+                    if a.base_url in router.healthy:
+                        break
+                await router.stop_polling()
+            return router.healthy
+
+        assert set(asyncio.run(main())) == {a.base_url, b.base_url}
+
+
+def test_slots_cap_and_release():
+    router = Router(["http://a/v1"], max_inflight_per_endpoint=2, health_interval_s=0)
+
+    async def main():
+        got = [await router.acquire("x"), await router.acquire("y")]
+        waiter = asyncio.create_task(router.acquire("z"))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # third inspection waits for a slot
+        router.release(got[0])
+        assert await asyncio.wait_for(waiter, 1.0) == "http://a/v1"
+        return router.states["http://a/v1"].in_flight
+
+    assert asyncio.run(main()) == 2
