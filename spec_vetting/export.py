@@ -12,8 +12,9 @@
   ``candidate_id`` and ``tools_kwargs.spectral_visualization_tool.create_kwargs`` = {wavelength, flux, redshift}.
   The arrays are NOT in the catalog: they come from re-reading each candidate's file with
   ``spec_vetting.io.read_spectrum(path, target)``, whole (observed frame, every pixel, as the published data), with
-  the redshift the run used. Candidates without a file (inline SpecVI rows) or whose file no longer reads are
-  skipped and counted.
+  the redshift the run used; SpecVI-Bench rows (inline spectra) get their arrays and their own prompt back from
+  the candidate parquet the catalog's ``path`` names. Rows whose file no longer reads, or whose prompt text cannot
+  be recovered exactly (checked against the recorded ``prompt_version``), are skipped and counted.
 """
 
 from __future__ import annotations
@@ -56,6 +57,58 @@ class ExportSummary:
         return "\n".join(lines)
 
 
+class _Sources:
+    """The task as it was asked and the spectrum arrays of a verdict row, from what the catalog points at.
+
+    The catalog keeps the prompt's version id, not its text: a row asked with the built-in prompt gets it back from
+    ``get_task``; a row whose candidate list carried its own prompt (SpecVI-Bench parquet) gets it back from that
+    list, checked against the recorded version. Inline spectra (SpecVI-Bench rows) come from the same list.
+    """
+
+    def __init__(self, read_spectrum=None):
+        self._read_spectrum = read_spectrum
+        self._lists: dict[str, dict] = {}
+
+    def _candidate(self, row: dict):
+        path = row.get("path")
+        if not path or not str(path).lower().endswith((".parquet", ".pq")):
+            return None
+        if path not in self._lists:
+            from .io.candidates import load_candidates
+
+            try:
+                self._lists[path] = {str(c.candidate_id): c for c in load_candidates(path)}
+            except Exception as exc:  # noqa: BLE001 - any unreadable list just means "cannot rebuild this row"
+                log.warning("export: cannot reread candidate list %s (%s)", path, exc)
+                self._lists[path] = {}
+        return self._lists[path].get(row["candidate_id"])
+
+    def task(self, row: dict):
+        """The Task exactly as asked, or None when its prompt text cannot be recovered."""
+        task = get_task(row["task"])
+        recorded = row.get("prompt_version")
+        if not recorded or recorded == task.version:
+            return task
+        cand = self._candidate(row)
+        if cand is not None and cand.prompt:
+            asked = task.with_prompt(cand.prompt)
+            if asked.version == recorded:
+                return asked
+        return None
+
+    def arrays(self, row: dict):
+        """(wavelength, flux, redshift) as the zoom tool held them; raises SpectrumReadError when unreadable."""
+        cand = self._candidate(row)
+        if cand is not None and cand.inline is not None:
+            inline = cand.inline
+            return inline.wavelength, inline.flux, inline.redshift
+        reader = self._read_spectrum
+        if reader is None:
+            from .io import read_spectrum as reader
+        spectrum = reader(row["path"], _target(row.get("target")))
+        return spectrum.wavelength, spectrum.flux, _finite_or_none(row.get("redshift"))
+
+
 def message_to_sharegpt(message: Message) -> tuple[dict, list[bytes]]:
     """One ShareGPT turn: text parts as is, each image part as ``<image>``; returns the turn and its images."""
     value, images = [], []
@@ -68,14 +121,14 @@ def message_to_sharegpt(message: Message) -> tuple[dict, list[bytes]]:
     return {"from": SHAREGPT_ROLES[message.role], "value": "".join(value)}, images
 
 
-def trajectory_messages(data: RunData, row: dict) -> list[Message] | None:
+def trajectory_messages(data: RunData, row: dict, task) -> list[Message] | None:
     """The whole conversation of one inspection, or None when the catalog lacks a piece of it."""
-    cid, task = row["candidate_id"], row["task"]
-    first_image = data.initial_image(cid, task)
-    turns = data.assistant_turns(cid, task)
+    cid = row["candidate_id"]
+    first_image = data.initial_image(cid, row["task"])
+    turns = data.assistant_turns(cid, row["task"])
     if first_image is None or not turns:
         return None
-    messages = build_initial_messages(get_task(task), first_image)
+    messages = build_initial_messages(task, first_image)
     for i, turn in enumerate(turns):
         if not turn.get("assistant_text"):
             return None
@@ -97,6 +150,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     summary = ExportSummary()
+    sources = _Sources()
     records = []
     rows = attach_labels([dict(r) for r in data.verdicts], labels)
     for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
@@ -109,7 +163,11 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
         if row.get("status") != "well_formed" and not include_recovered:
             summary.skip("answer format recovered, not well formed (--include-recovered to keep)")
             continue
-        messages = trajectory_messages(data, row)
+        task = sources.task(row)
+        if task is None:
+            summary.skip("prompt text not recoverable (custom prompt; its candidate list is gone or changed)")
+            continue
+        messages = trajectory_messages(data, row, task)
         if messages is None:
             summary.skip("trajectory incomplete in the catalog (missing image or turn text)")
             continue
@@ -166,9 +224,8 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[d
     """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads."""
     from .errors import SpectrumReadError
 
-    if read_spectrum is None:
-        from .io import read_spectrum
     summary = ExportSummary()
+    sources = _Sources(read_spectrum)
     out = []
     rows = attach_labels([dict(r) for r in data.verdicts], labels)
     for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
@@ -182,14 +239,16 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[d
         if image is None:
             summary.skip("no full-view image in the catalog")
             continue
+        task = sources.task(row)
+        if task is None:
+            summary.skip("prompt text not recoverable (custom prompt; its candidate list is gone or changed)")
+            continue
         try:
-            spectrum = read_spectrum(row["path"], _target(row.get("target")))
+            wavelength, flux, redshift = sources.arrays(row)
         except SpectrumReadError as exc:
             log.warning("verl export: skipping %s (%s)", row["candidate_id"], exc)
             summary.skip("spectrum file no longer readable")
             continue
-        task = get_task(row["task"])
-        redshift = _finite_or_none(row.get("redshift"))
         out.append({
             "data_source": row["task"],
             "prompt": [
@@ -205,8 +264,8 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[d
                 "name": Path(row["path"]).name,
                 "candidate_id": row["candidate_id"],
                 "tools_kwargs": {"spectral_visualization_tool": {"create_kwargs": {
-                    "wavelength": [float(x) for x in spectrum.wavelength],
-                    "flux": [float(x) for x in spectrum.flux],
+                    "wavelength": [float(x) for x in wavelength],
+                    "flux": [float(x) for x in flux],
                     "redshift": redshift,
                 }}},
             },

@@ -49,12 +49,12 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
     pytest.importorskip("spec_vetting.io.candidates", reason="candidate loader (SpecVI-Bench parquet) not built yet")
     data = tmp_path / "specvi"
     data.mkdir()
-    write_specvi_file(data / "test_cv.parquet", "cv", ["YES", "NO", "NO", "YES"])
+    write_specvi_file(data / "test_cv.parquet", "cv", ["YES", "NO"])
     res = CliRunner().invoke(main, ["bench", "specvi", str(data), "--engine", "rules", "--in-process",
                                     "--workers", "1", "--out", str(tmp_path / "cat"), "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output[res.output.index("{"):])
     cv = out["per_task"]["cv"]
-    assert cv["n"] == 4  # every row evaluated against reward_model.ground_truth
+    assert cv["n"] == 2  # every row evaluated against reward_model.ground_truth
     assert 0.0 <= cv["f1"] <= 1.0 and out["macro_f1"] == pytest.approx(cv["f1"])
     assert out["unlabelled"] == 0

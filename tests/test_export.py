@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from spec_vetting.cli import main
 from spec_vetting.errors import SpectrumReadError
-from spec_vetting.export import export_sft, export_verl
+from spec_vetting.export import export_sft, export_verl, verl_rows
 from spec_vetting.inspect.protocol import SYSTEM_TEXT
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.report.run_data import read_run
@@ -22,6 +22,7 @@ ZOOM_PNG = png(44, 33, (255, 0, 0))
 
 
 def _catalog(tmp_path):
+    builtin = {task: get_task(task).version for task in ("cv", "wd")}
     v = [
         verdict_row("right", "cv", "YES", label="YES", path="/data/spec-1.fits", redshift=0.001),
         verdict_row("wrong", "cv", "NO", label="YES", path="/data/spec-2.fits"),
@@ -29,6 +30,8 @@ def _catalog(tmp_path):
         verdict_row("recovered", "wd", "YES", label="YES", status="recovered", path=None),
         verdict_row("nolabel", "wd", "YES", path="/data/gone.fits"),
     ]
+    for row in v:
+        row["prompt_version"] = builtin[row["task"]]
     t = [r for cid, task, ver in [("right", "cv", "YES"), ("wrong", "cv", "NO"), ("reviewed", "wd", "NO"),
                                  ("recovered", "wd", "YES"), ("nolabel", "wd", "YES")]
          for r in turn_rows(cid, task, ver, image=ZOOM_PNG)]
@@ -127,3 +130,26 @@ def test_verl_reads_the_target_as_int(tmp_path):
     export_verl(read_run(_catalog(tmp_path)), tmp_path / "x.parquet",
                 labels={("reviewed", "wd"): "NO"}, read_spectrum=reader)
     assert 7 in seen  # the catalog stores DESI TARGETIDs as text; the reader gets the integer back
+
+
+def test_specvi_rows_get_their_own_prompt_and_inline_arrays_back(tmp_path):
+    from spec_vetting.io.candidates import load_candidates
+    from test_bench_specvi import write_specvi_file
+
+    source = tmp_path / "test_cv.parquet"
+    write_specvi_file(source, "cv", ["YES", "NO"])
+    cands = load_candidates(source)
+    asked = get_task("cv").with_prompt(cands[0].prompt)
+    assert asked.version != get_task("cv").version
+    v = [verdict_row(str(c.candidate_id), "cv", c.label, label=c.label, path=str(source), prompt_version=asked.version)
+         for c in cands]
+    v[1]["prompt_version"] = "some-other-prompt"  # cannot be rebuilt exactly: skipped, not exported wrong
+    t = [r for c in cands for r in turn_rows(str(c.candidate_id), "cv", c.label)]
+    data = read_run(write_catalog(tmp_path / "cat", v, t))
+    summary = export_sft(data, tmp_path / "sft")
+    rec = json.loads((tmp_path / "sft" / "spec_vetting_sft.json").read_text())
+    assert summary.written == 1 and rec[0]["conversations"][1]["value"] == "<image>\n" + asked.prompt
+    rows, summary = verl_rows(data)
+    assert len(rows) == 1 and rows[0]["prompt"][1]["content"] == "<image>\n" + asked.prompt
+    kw = rows[0]["extra_info"]["tools_kwargs"]["spectral_visualization_tool"]["create_kwargs"]
+    assert len(kw["flux"]) == 3909 and kw["flux"] == pytest.approx(list(cands[0].inline.flux))

@@ -90,3 +90,16 @@ def test_cli_report_writes_page_for_the_run(tmp_path):
     assert "review queue" in page and len(_data_block(page)["candidates"]) == 2
     res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "o2"), "--run", "missing"])
     assert res.exit_code == 1 and "missing" in res.output
+
+
+def test_run_data_reads_the_layout_without_the_catalog_module(tmp_path, monkeypatch):
+    import spec_vetting.report.run_data as run_data
+
+    root = _catalog(tmp_path)
+    with_module = read_run(root)
+    monkeypatch.setattr(run_data, "_catalog_module", lambda: None)
+    bare = read_run(root)
+    assert bare.run_id == with_module.run_id == "run-1"
+    assert sorted(r["candidate_id"] for r in bare.verdicts) == sorted(r["candidate_id"] for r in with_module.verdicts)
+    assert bare.initial_image("ok-1", "cv") == with_module.initial_image("ok-1", "cv") is not None
+    assert [t["turn"] for t in bare.assistant_turns("evil", "cv")] == [0, 1]
