@@ -147,6 +147,31 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     return rows
 
 
+def remove_previous_examples(out_dir: Path) -> int:
+    """Delete the files an earlier run listed in DIR/candidates.csv (and DESI redrock files beside them), so a rerun
+    (``make demo`` twice) rewrites the same set instead of piling up renamed copies. Nothing outside DIR is touched."""
+    listing = out_dir / "candidates.csv"
+    root = out_dir.resolve()
+    removed = 0
+    with open(listing, newline="") as fh:
+        paths = {row.get("path") or "" for row in csv.DictReader(fh)}
+    for rel in sorted(p for p in paths if p):
+        target = (out_dir / rel).resolve()
+        if root not in target.parents:
+            continue
+        siblings = [target]
+        if target.name.startswith("coadd-"):
+            siblings.append(target.with_name(target.name.replace("coadd-", "redrock-", 1)))
+        for f in siblings:
+            if f.is_file():
+                f.unlink()
+                removed += 1
+    for extra in (listing, out_dir / "specvi-synthetic.parquet"):
+        if extra.is_file():
+            extra.unlink()
+    return removed
+
+
 def _labels(item: dict) -> dict:
     return {"task": item["task"], "label": item["label"]}
 
@@ -156,9 +181,12 @@ def _labels(item: dict) -> dict:
 @click.option("--n", "n", type=click.IntRange(1, 10_000), default=40, show_default=True, help="Number of spectra.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed writes the same files.")
 def make_examples(out_dir: Path, n: int, seed: int) -> None:
-    """Write N labelled synthetic survey files (all layouts, 5 tasks) and DIR/candidates.csv."""
+    """Write N labelled synthetic survey files (all layouts, 5 tasks) and DIR/candidates.csv.
+
+    Rerunning on the same DIR replaces the set written before (the files its candidates.csv lists).
+    """
     if (out_dir / "candidates.csv").exists():
-        raise click.UsageError(f"{out_dir / 'candidates.csv'} already exists; choose an empty folder or remove it")
+        remove_previous_examples(out_dir)
     rows = write_examples(out_dir, n=n, seed=seed)
     n_files = len({r["path"] for r in rows})
     yes = sum(r["label"] == "YES" for r in rows)
