@@ -97,6 +97,8 @@ def test_one_inspection_wire_and_identity(monkeypatch, caplog):
         # the full view is byte-identical in both requests (prefix cache)
         assert first[1]["content"][0] == second[1]["content"][0]
         assert [c.headers.get("X-Request-ID") for c in chats] == ["r1/cand-1/0", "r1/cand-1/1"]
+        # a gateway in manual policy keeps the inspection on one replica by this key
+        assert [c.headers.get("X-SMG-Routing-Key") for c in chats] == ["cand-1", "cand-1"]
         assert all(c.headers.get("Authorization") == "Bearer sk-secret-123" for c in srv.requests)
         gets = [q.path for q in srv.requests if q.method == "GET"]
         assert "/health" in gets and "/v1/models" in gets and "/get_model_info" in gets

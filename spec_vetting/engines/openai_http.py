@@ -30,7 +30,7 @@ from .base import Engine, EngineIdentity, EngineReply, EngineSession, Inspection
 from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
 from .retry import parse_retry_after, should_retry_status
 from .routing import DEFAULT_HEALTH_INTERVAL_S, Router, server_root
-from .wire import REQUEST_ID_HEADER, ImageEncoder, WireError, chat_request_body, model_ids, parse_chat_response
+from .wire import REQUEST_ID_HEADER, ROUTING_KEY_HEADER, ImageEncoder, WireError, chat_request_body, model_ids, parse_chat_response
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,8 @@ class _OpenAISession(EngineSession):
         eng, url = self.engine, self.endpoint
         body = chat_request_body(messages, model=eng.model, sampling=sampling, encode_image=self.encode_image)
         headers = {**eng._auth_headers(),
-                   REQUEST_ID_HEADER: f"{self.ctx.run_id}/{self.ctx.candidate_id}/{turn}"}
+                   REQUEST_ID_HEADER: f"{self.ctx.run_id}/{self.ctx.candidate_id}/{turn}",
+                   ROUTING_KEY_HEADER: self.ctx.candidate_id}
         t0 = time.monotonic()
         data = await eng._post_with_retries(url, body, headers, what=f"candidate {self.ctx.candidate_id} turn {turn}")
         try:

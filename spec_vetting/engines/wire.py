@@ -17,6 +17,10 @@ from ..inspect.types import ImagePart, Message, TextPart, Usage
 from .base import Sampling
 
 REQUEST_ID_HEADER = "X-Request-ID"
+#: the sglang router (``--policy manual``) pins every request with the same key to one worker: keyed by the
+#: candidate id, all turns of an inspection (and the candidate's other tasks, which share its picture) stay on
+#: one replica's prefix cache when a gateway stands in front of the replicas
+ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
 
 
 class WireError(ValueError):
