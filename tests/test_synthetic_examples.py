@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections import Counter
 
+import pytest
 from click.testing import CliRunner
 
 from spec_vetting.cli import main
@@ -24,6 +25,7 @@ def test_plan_mixes_positives_confusers_layouts_and_tasks():
         assert len({p["layout"] for p in plan if p["task"] == task}) > 1
 
 
+@pytest.mark.slow
 def test_make_examples_writes_a_loadable_labelled_set(tmp_path):
     out = tmp_path / "ex"
     result = CliRunner().invoke(main, ["make-examples", str(out), "--n", "15", "--seed", "3"])

@@ -44,6 +44,7 @@ def test_single_spectrum_layouts_round_trip(tmp_path, layout):
     r = read_spectrum(path)
     assert r.meta.variant == READ_VARIANT[layout]
     assert_same(r, s)
+    assert_same(read_spectrum(path, backend="fitsio"), s)  # the fast path reads our files the same way
     assert r.meta.pipeline_class == "STAR" and r.meta.pipeline_subclass == "Carbon"
     assert r.meta.redshift == pytest.approx(s.meta.redshift, abs=1e-7)
     assert r.meta.ra == pytest.approx(s.meta.ra)
