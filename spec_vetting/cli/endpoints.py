@@ -1,0 +1,40 @@
+"""`spec-vet endpoints check`: are the model servers ready for a run?"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+
+import click
+
+
+@click.group()
+def endpoints():
+    """Model endpoints (SGLang, vLLM or any OpenAI-compatible server)."""
+
+
+@endpoints.command("check")
+@click.argument("urls", nargs=-1, required=True)
+@click.option("--model", help="Served model name to expect (default: the first id of GET /v1/models).")
+@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+              help="Seconds allowed per request and for the smoke inspection.")
+@click.option("--api-key-env", default=None, help="Environment variable holding the API key "
+              "(default SPEC_VETTING_API_KEY).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per endpoint.")
+def check(urls, model, timeout_s, api_key_env, as_json):
+    """Check each endpoint: /health, model identity, image support and one short smoke inspection.
+
+    Prints one line per endpoint with what is wrong, if anything; exits 1 when any endpoint fails.
+
+    \b
+    Example:
+      spec-vet endpoints check http://gpu01:30000/v1 http://gpu01:30001/v1
+    """
+    from ..pipeline.endpoint_check import check_endpoints
+
+    reports = asyncio.run(check_endpoints(list(urls), model=model, timeout_s=timeout_s, api_key_env=api_key_env))
+    for r in reports:
+        click.echo(json.dumps(dataclasses.asdict(r)) if as_json else r.line())
+    if not all(r.ok for r in reports):
+        raise SystemExit(1)
