@@ -17,11 +17,22 @@ def default_workers(n_shards: int) -> int:
     return max(1, min(os.cpu_count() or 1, n_shards))
 
 
+def quiet_dask_logs() -> None:
+    """Dask logs every worker start and stop at INFO; keep its warnings and errors only, unless the user asked for
+    verbose logs with SPEC_VETTING_LOG=DEBUG or INFO."""
+    if os.environ.get("SPEC_VETTING_LOG", "").upper() in ("DEBUG", "INFO"):
+        return
+    for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core",
+                 "distributed.http.proxy", "distributed.worker"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
 @contextmanager
 def dask_client(cfg: ClusterConfig, n_shards: int):
     """Yields ``(client, n_workers)``; closes what it started."""
     from distributed import Client, LocalCluster
 
+    quiet_dask_logs()
     if cfg.scheduler_address:
         client = Client(cfg.scheduler_address)
         try:

@@ -133,7 +133,11 @@ class JobConfig(_Strict):
     concurrency: int = Field(
         8, ge=1, description="in-flight inspections per shard for in-process engines (rules, local, scripted)"
     )
-    shard_size: int = Field(100, ge=1, description="candidate-task pairs per shard (one Dask task)")
+    shard_size: int | None = Field(
+        None, ge=1,
+        description="candidate-task pairs per shard (one Dask task, the unit of resume); default: about 1/32 of "
+        "the pairs, 4 to 100 (in-process engines) or at least 4 x the in-flight cap (openai)",
+    )
     run_id: str | None = Field(
         None, description="id of the run (default: UTC time + short hash); an unfinished run with this id is resumed"
     )
@@ -161,6 +165,19 @@ class JobConfig(_Strict):
             if t not in seen:
                 seen.append(t)
         return seen
+
+
+def auto_shard_size(job: JobConfig, n_pairs: int) -> int:
+    """The shard size when the job leaves it open. Depends only on the job and the plan (never on the number of
+    workers), so a resumed run cuts the same shards. Small runs get many small shards to spread over the workers;
+    an HTTP run gets shards several times larger than its in-flight cap so slots rarely wait for a shard's tail."""
+    if job.shard_size:
+        return job.shard_size
+    size = min(100, max(4, -(-n_pairs // 32)))
+    if job.engine.resolved_name == "openai":
+        n_endpoints = 1 if job.engine.gateway else max(1, len(job.engine.endpoints))
+        size = max(size, 4 * job.max_inflight_per_endpoint * n_endpoints)
+    return size
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

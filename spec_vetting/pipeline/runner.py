@@ -25,7 +25,7 @@ from typing import Any, Callable
 from ..catalog import read_manifest, read_verdicts, runs_dir
 from ..engines.base import EngineIdentity, Sampling
 from ..errors import ConfigError, SpecVettingError
-from .config import JobConfig
+from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
 from .plan import Plan, WorkItem, build_plan, make_shards, plan_digest
@@ -270,6 +270,7 @@ def run_job(
         identity = probe_identity(name, engine_options(job, job.max_inflight_per_endpoint))
         rversion = renderer_version()
         task_cache: dict = {}
+        shard_size = auto_shard_size(job, len(plan.items))
         settings = {
             "engine": name,
             "identity": [identity.engine, identity.engine_version, identity.model],
@@ -277,7 +278,7 @@ def run_job(
             "budgets": job.budgets.model_dump(mode="json"),
             "title": job.title,
             "renderer_version": rversion,
-            "shard_size": job.shard_size,
+            "shard_size": shard_size,
             "incremental": job.incremental,
             "prompts": sorted({(i.task, _prompt_version(i, job.tasks_file, task_cache)) for i in plan.items}),
         }
@@ -296,7 +297,7 @@ def run_job(
             ]
             skipped_incremental = len(items) - len(keep)
             items = keep
-        shards = make_shards(items, job.shard_size)
+        shards = make_shards(items, shard_size)
         store.remove_temporaries()
         done = store.done_markers()
         pending = [s for s in shards if s.shard_id not in done]
@@ -337,6 +338,7 @@ def run_job(
                 "skipped_incremental": skipped_incremental,
                 "pairs": len(items),
                 "shards": len(shards),
+                "shard_size": shard_size,
             },
         }
         write_json_atomic(store.manifest_path, manifest)
