@@ -283,8 +283,8 @@ def line_fwhm(
     """Full width at half maximum (Å) of the emission peak or absorption trough nearest ``center``.
 
     The profile ``F/C - 1`` within ``center ± half`` is boxcar-smoothed over ``smooth_a`` Å; the half-maximum
-    crossings are interpolated linearly. Not measurable when the extremum is below ``min_peak_snr`` sigma or a
-    crossing falls outside the window (the line is wider than the window).
+    crossings are interpolated linearly. Not measurable when the extremum is below ``min_peak_snr`` sigma. A line
+    wider than the window gives a lower limit (unit ``"Å (lower limit)"``) measured to the window's edge.
     """
     windows = ((center - half, center + half), *conts)
     try:
@@ -296,26 +296,32 @@ def line_fwhm(
         ys = _smooth(y, n)
         core = np.abs(wl - center) <= max(4.0, 0.15 * half)
         if not core.any():
-            raise NotMeasurable(f"no good pixel near {center:.0f} Å")
+            raise NotMeasurable(f"not a single good pixel near {center:.0f} Å")
         k = int(np.flatnonzero(core)[np.argmax(ys[core])])
         peak = ys[k]
         noise = float(np.median(ey)) / np.sqrt(n)
         if peak < min_peak_snr * noise:
             kind = "emission" if emission else "absorption"
-            raise NotMeasurable(f"no significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
+            raise NotMeasurable(f"without significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
         half_max = 0.5 * peak
         left = np.flatnonzero(ys[:k] < half_max)
         right = np.flatnonzero(ys[k:] < half_max)
-        if left.size == 0 or right.size == 0:
-            raise NotMeasurable(f"line at {center:.0f} Å is wider than the ±{half:.0f} Å window")
-        i = left[-1]
-        j = k + right[0]
-        x_left = np.interp(half_max, [ys[i], ys[i + 1]], [wl[i], wl[i + 1]])
-        x_right = np.interp(half_max, [ys[j], ys[j - 1]], [wl[j], wl[j - 1]])
+        # a side that never falls to half maximum inside the window gives a lower limit at the window's edge
+        if left.size:
+            i = left[-1]
+            x_left = np.interp(half_max, [ys[i], ys[i + 1]], [wl[i], wl[i + 1]])
+        else:
+            x_left = wl[0]
+        if right.size:
+            j = k + right[0]
+            x_right = np.interp(half_max, [ys[j], ys[j - 1]], [wl[j], wl[j - 1]])
+        else:
+            x_right = wl[-1]
         fwhm = float(x_right - x_left)
+        lower_limit = not (left.size and right.size)
     except NotMeasurable as exc:
         return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
-    return Measurement(name, fwhm, pix, "Å", windows=windows)
+    return Measurement(name, fwhm, pix, "Å (lower limit)" if lower_limit else "Å", windows=windows)
 
 
 def double_peak_separation(
@@ -340,7 +346,7 @@ def double_peak_separation(
         ys = _smooth(y, n)
         noise = float(np.median(ey)) / np.sqrt(n)
         if ys.max() < 4.0 * noise:
-            raise NotMeasurable(f"no significant emission at {center:.0f} Å")
+            raise NotMeasurable(f"without significant emission at {center:.0f} Å")
         blue = wl < center
         red = ~blue
         if blue.sum() < 2 or red.sum() < 2:

@@ -133,7 +133,7 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
         s,
         yes_text="strong Balmer emission" + (" with broad profiles" if widths and max(widths) >= 15 else "")
         + " as in an accreting cataclysmic variable",
-        no_text="no strong broad Balmer emission of the kind a cataclysmic variable shows",
+        no_text="the Balmer lines lack the strong, broad emission of a cataclysmic variable",
         cited=cited,
     )
 
@@ -166,7 +166,7 @@ def score_carbon(m: dict[str, Measurement]) -> TaskScore:
     return TaskScore(
         s,
         yes_text="deep C2 Swan bands absorbing blueward of their heads, the signature of a carbon star",
-        no_text="no C2 Swan band absorption at the 4737/5165/5636 Å heads",
+        no_text="the C2 Swan band heads at 4737/5165/5636 Å show little or reversed absorption",
         cited=cited,
     )
 
@@ -193,7 +193,7 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
     return TaskScore(
         s,
         yes_text="ZrO bands absorbing redward of their 5551/6474 Å heads in a cool star, the mark of an S star",
-        no_text="no ZrO band absorption at 5551/6474 Å beyond what TiO or the continuum explain",
+        no_text="the ZrO bands at 5551/6474 Å are absent or weaker than an S star's",
         cited=cited,
     )
 

@@ -1,0 +1,178 @@
+"""The ``rules`` engine: a classical inspector with a line list, driven through the same loop as the model.
+
+It needs no GPU and no weights. For one inspection it measures the task's diagnostics once (rest frame, ivar and
+mask honoured; see ``diagnostics.py`` and ``diagnostics_features.py``), decides (``rules_scoring.py``), and then
+plays the trained conversation: one ``<tool_call>`` per turn zooming on each window it measured (so every trace
+carries the images), and a final turn whose ``<think>`` cites the measured numbers, followed by
+``<answer>\\boxed{YES} <justification></answer>`` (or NO). ``p_yes`` comes from the calibrated score.
+
+When the data cannot support a decision, the final text holds no verdict (and neither the word YES nor NO, so the
+protocol's fallbacks recover nothing) and :attr:`EngineReply.abstain_reason` carries the reason; the loop records
+UNDECIDED.
+
+It reads ``ctx.spectrum``'s arrays, ivar and mask and ``ctx.redshift``, never the survey's class or subclass. Its
+identity has ``model=None``: its output is never presented as the model's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+
+from ..inspect.protocol import TOOL_NAME
+from ..inspect.types import Message, Usage
+from .base import Engine, EngineIdentity, EngineReply, EngineSession, InspectionContext, Sampling
+from .diagnostics import Measurement, RestSpectrum
+from .diagnostics_features import ZoomWindow, feature_set
+from .rules_scoring import CALIBRATION, CALIBRATION_SEEDS, Decision, decide
+
+#: bump when diagnostics, scores, calibration or the texts change what the engine answers
+RULES_VERSION = "1.0"
+
+#: at most this many zooms before answering (the trained budget is 8 assistant turns; keep room to answer)
+MAX_ZOOMS = 4
+
+_NO_WORD = re.compile(r"\b(no|yes)\b", re.IGNORECASE)
+
+
+def _without_verdict_words(text: str) -> str:
+    """Abstain texts must not contain YES/NO: the protocol's fallbacks would read a verdict out of them."""
+    return _NO_WORD.sub(lambda m: "zero" if m.group(0).lower() == "no" else "affirmative", text)
+
+
+@dataclass
+class Plan:
+    """What the engine will say in one inspection: zooms first, then the final turn."""
+
+    decision: Decision
+    zooms: list[ZoomWindow]
+    notes: list[str]  # per zoom: the measurements read in that window, cited in the next turn
+    leftover: list[str]  # measurements not tied to any zoom, cited in the final turn
+
+
+def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | None:
+    if not m.windows:
+        return None
+    lo, hi = m.windows[0]
+    mid = 0.5 * (lo + hi)
+    for i, z in enumerate(zooms):
+        if z.lo <= mid <= z.hi:
+            return i
+    return None
+
+
+def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Plan:
+    """Measure and decide once; lay out the zooms (those overlapping the rest-frame coverage) and what to cite."""
+    decision = decide(rs, task, redshift_known=redshift_known)
+    fs = feature_set(task)
+    lo, hi = rs.coverage
+    zooms = [z for z in (fs.zooms if fs else ()) if z.hi > lo and z.lo < hi][:MAX_ZOOMS]
+    notes: list[list[str]] = [[] for _ in zooms]
+    leftover: list[str] = []
+    # every measurement is reported in the turn after the zoom that shows its window; measurements outside every
+    # zoom are reported at the end when the decision used them
+    for key, m in decision.measurements.items():
+        i = _zoom_for(m, zooms)
+        if i is not None:
+            notes[i].append(m.fmt())
+        elif key in decision.cited:
+            leftover.append(m.fmt())
+    return Plan(decision, zooms, ["; ".join(n) for n in notes], leftover)
+
+
+def tool_call_text(zoom: ZoomWindow) -> str:
+    """The trained tool-call block (protocol section 2.4): label first, integer window."""
+    call = {"name": TOOL_NAME, "arguments": {"label": f"Zoom on the {zoom.label}",
+                                             "wavelength_range": [int(round(zoom.lo)), int(round(zoom.hi))]}}
+    return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+
+
+def _frame_sentence(d: Decision) -> str:
+    if not d.redshift_known:
+        return "The redshift is unknown, so I take the spectrum as it is (z = 0)."
+    return f"I work in the rest frame (z = {d.redshift:.5f})."
+
+
+def turn_text(plan: Plan, turn: int) -> tuple[str, bool]:
+    """The assistant text for ``turn`` and whether it is the final one."""
+    d = plan.decision
+    if turn < len(plan.zooms):
+        zoom = plan.zooms[turn]
+        if turn == 0:
+            think = (f"To decide whether this is a {d.class_name}, I measure the diagnostics an expert checks, with "
+                     f"pseudo-continuum windows and the pixels' inverse variance. {_frame_sentence(d)} "
+                     f"First the {zoom.label}.")
+        else:
+            prev = plan.notes[turn - 1] or "nothing measurable"
+            think = f"In the {plan.zooms[turn - 1].label}: {prev}. Next the {zoom.label}."
+        return f"<think>\n{think}\n</think>\n{tool_call_text(zoom)}", False
+    return final_text(plan), True
+
+
+def final_text(plan: Plan) -> str:
+    d = plan.decision
+    lines = []
+    if plan.zooms:
+        lines.append(f"In the {plan.zooms[-1].label}: {plan.notes[-1] or 'nothing measurable'}.")
+    else:
+        lines.append(f"{_frame_sentence(d)} None of my diagnostic windows falls inside the data.")
+    if plan.leftover:
+        lines.append("Also measured: " + "; ".join(plan.leftover) + ".")
+    if d.verdict is None:
+        lines.append(f"The data cannot support a decision: {d.reason}.")
+        think = "\n".join(lines)
+        return _without_verdict_words(f"<think>\n{think}\n</think>\nVerdict withheld (UNDECIDED): {d.reason}.")
+    lines.append(f"Rules score {d.score:+.2f}, calibrated probability of a {d.class_name} {d.p_yes:.2f}.")
+    think = "\n".join(lines)
+    return f"<think>\n{think}\n</think>\n<answer>\\boxed{{{d.verdict}}} {d.justification[:1].upper()}" \
+           f"{d.justification[1:]}.</answer>"
+
+
+class _RulesSession(EngineSession):
+    def __init__(self, ctx: InspectionContext):
+        self.ctx = ctx
+        self.plan: Plan | None = None
+
+    def _make_plan(self) -> Plan:
+        spectrum = self.ctx.spectrum
+        if spectrum is None:
+            raise ValueError(f"candidate {self.ctx.candidate_id}: the rules engine needs ctx.spectrum")
+        rs = RestSpectrum.from_spectrum(spectrum, self.ctx.redshift)
+        return make_plan(rs, self.ctx.task, redshift_known=self.ctx.redshift is not None)
+
+    async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
+        t0 = time.perf_counter()
+        if self.plan is None:
+            self.plan = self._make_plan()
+        text, final = turn_text(self.plan, turn)
+        d = self.plan.decision
+        reply = EngineReply(text=text, usage=Usage(), latency_s=time.perf_counter() - t0, endpoint=None,
+                            finish_reason="stop")
+        if final:
+            reply.p_yes = d.p_yes
+            if d.verdict is None:
+                reply.abstain_reason = d.reason
+        return reply
+
+
+class RulesEngine(Engine):
+    """Classical diagnostics through the Spec-o3 loop; ``engine="rules"``, ``model=None`` in every output row."""
+
+    name = "rules"
+
+    def identity(self) -> EngineIdentity:
+        return EngineIdentity(
+            engine=self.name,
+            engine_version=RULES_VERSION,
+            model=None,
+            model_info={
+                "kind": "classical diagnostics (no model)",
+                "calibration": {k: list(v) for k, v in CALIBRATION.items()},
+                "calibration_seeds": [CALIBRATION_SEEDS.start, CALIBRATION_SEEDS.stop],
+            },
+        )
+
+    def session(self, ctx: InspectionContext) -> EngineSession:
+        return _RulesSession(ctx)
