@@ -194,7 +194,7 @@ def test_end_to_end_two_worker_processes_examples_and_real_files(tmp_path, real_
     assert {i["kind"] for i in m["inputs"]} == {"file"} and all(i["sha256"] for i in m["inputs"])
     s = _run(["catalog", "summary", out, "--json"], env)
     summary = json.loads(s.stdout)
-    assert summary["runs"][0]["verdicts"]["cv"]["ERROR"] >= 3
+    assert summary["runs"][0]["verdicts"]["cv"]["ERROR"] == 2 and summary["runs"][0]["verdicts"]["wd"] == {"ERROR": 1}
 
 
 @pytest.mark.slow
