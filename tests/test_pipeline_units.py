@@ -1,0 +1,223 @@
+"""Pipeline pieces without a cluster: job file schema, HEALPix index, catalog schemas and readers, sharding."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import yaml
+
+from spec_vetting.catalog import (
+    SCHEMA_VERSION,
+    TURNS_SCHEMA,
+    VERDICTS_SCHEMA,
+    latest_run_id,
+    list_runs,
+    read_turns,
+    read_verdicts,
+)
+from spec_vetting.errors import ConfigError
+from spec_vetting.pipeline.config import (
+    JobConfig,
+    apply_env_overrides,
+    auto_shard_size,
+    example_job_text,
+    job_from_dict,
+    load_job,
+)
+from spec_vetting.pipeline.healpix import ang2pix_nest, healpix_or_none
+from spec_vetting.pipeline.plan import WorkItem, build_plan, make_shards, plan_digest
+from spec_vetting.pipeline.store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
+
+# --- job file --------------------------------------------------------------------------------------------------
+
+
+def _fields(model) -> dict:
+    out = {}
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        out[name] = ann if isinstance(ann, type) and hasattr(ann, "model_fields") else None
+    return out
+
+
+def test_example_job_has_every_field_and_validates():
+    data = yaml.safe_load(example_job_text())
+    job = job_from_dict(data)
+    assert job.engine.resolved_name == "rules" and job.budgets.max_turns == 8 and job.sampling.temperature == 0.0
+
+    def check(model, section: dict, where: str):
+        for name, sub in _fields(model).items():
+            assert name in section, f"example_job.yaml lacks {where}{name}"
+            if sub is not None:
+                check(sub, section[name], f"{where}{name}.")
+
+    check(JobConfig, data, "")
+
+
+def test_every_field_is_documented():
+    def walk(model):
+        for name, f in model.model_fields.items():
+            assert f.description, f"{model.__name__}.{name} has no description"
+            ann = f.annotation
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                walk(ann)
+
+    walk(JobConfig)
+
+
+def test_job_file_errors_name_the_file_and_field(tmp_path):
+    p = tmp_path / "job.yaml"
+    p.write_text("candidates: [a.csv]\nout: cat\nengine: {name: rules, endpiont: x}\nshard_size: 0\n")
+    with pytest.raises(ConfigError) as err:
+        load_job(p)
+    msg = str(err.value)
+    assert str(p) in msg and "engine.endpiont" in msg and "shard_size" in msg
+    p.write_text("candidates: [a.csv\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_job(p)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_job(tmp_path / "nope.yaml")
+    p.write_text("out: cat\n")
+    with pytest.raises(ConfigError, match="'candidates'"):
+        load_job(p)
+    with pytest.raises(ConfigError, match="unknown engine"):
+        job_from_dict({"candidates": ["a"], "out": "o", "engine": {"name": "gpt"}})
+
+
+def test_relative_paths_env_overrides_and_options(tmp_path):
+    (tmp_path / "jobs").mkdir()
+    p = tmp_path / "jobs" / "job.yaml"
+    p.write_text("candidates: [list.csv, /abs/x.csv]\nout: ../cat\ntasks: [cv]\n")
+    env = {"SPEC_VETTING_JOB__ENGINE__MODEL": "spec-o3", "SPEC_VETTING_JOB__SHARD_SIZE": "7",
+           "SPEC_VETTING_JOB__ENGINE__ENDPOINTS": "[http://a/v1, http://b/v1]", "OTHER": "1"}
+    job = load_job(p, {"tasks": ["wd", "wd"], "cluster.workers": 3}, environ=env)
+    assert job.candidates == [str(tmp_path / "jobs" / "list.csv"), "/abs/x.csv"]
+    assert job.out == str(tmp_path / "jobs" / "../cat")
+    assert job.engine.model == "spec-o3" and job.shard_size == 7 and job.engine.resolved_name == "openai"
+    assert job.tasks == ["wd"] and job.cluster.workers == 3
+    assert apply_env_overrides({"a": 1}, {}) == {"a": 1}
+
+
+def test_auto_shard_size_depends_on_pairs_and_engine_only():
+    job = job_from_dict({"candidates": ["a"], "out": "o"})
+    assert auto_shard_size(job, 10) == 4 and auto_shard_size(job, 3200) == 100 and auto_shard_size(job, 10**6) == 100
+    http = job_from_dict({"candidates": ["a"], "out": "o", "engine": {"endpoints": ["http://a/v1", "http://b/v1"]},
+                          "max_inflight_per_endpoint": 16})
+    assert auto_shard_size(http, 10) == 128
+    assert auto_shard_size(job_from_dict({"candidates": ["a"], "out": "o", "shard_size": 9}), 10) == 9
+
+
+# --- HEALPix ---------------------------------------------------------------------------------------------------
+
+
+def test_healpix_base_faces_and_poles():
+    # nside 1: the 12 base faces; centres of the north (0-3), equatorial (4-7) and south (8-11) faces
+    z = np.degrees(np.arcsin(2 / 3))
+    ra = [45, 135, 225, 315, 0, 90, 180, 270, 45, 135, 225, 315]
+    dec = [z] * 4 + [0] * 4 + [-z] * 4
+    assert ang2pix_nest(1, ra, dec).tolist() == list(range(12))
+    assert ang2pix_nest(64, [10.0, 10.0], [90.0, -90.0]).tolist() == [4095, 8 * 4096]
+    assert ang2pix_nest(64, [360.0], [0.5]).tolist() == ang2pix_nest(64, [0.0], [0.5]).tolist()
+
+
+def test_healpix_hierarchy_and_equal_areas():
+    rng = np.random.default_rng(1)
+    ra = rng.uniform(0, 360, 60000)
+    dec = np.degrees(np.arcsin(rng.uniform(-1, 1, 60000)))
+    p64 = ang2pix_nest(64, ra, dec)
+    assert p64.min() >= 0 and p64.max() < 12 * 64 * 64
+    # NESTED: the parent of a pixel is its index // 4
+    assert np.array_equal(p64 // 4, ang2pix_nest(32, ra, dec))
+    assert np.array_equal(p64 // 4**6, ang2pix_nest(1, ra, dec))
+    counts = np.bincount(ang2pix_nest(2, ra, dec), minlength=48)
+    expected = 60000 / 48
+    assert np.all(np.abs(counts - expected) < 5 * np.sqrt(expected))  # equal-area pixels
+
+
+def test_healpix_missing_positions():
+    assert healpix_or_none(None, 3.0) is None and healpix_or_none(10.0, float("nan")) is None
+    assert ang2pix_nest(64, [np.nan, 10.0], [0.0, 100.0]).tolist() == [-1, -1]
+    with pytest.raises(ValueError, match="power of two"):
+        ang2pix_nest(3, 0, 0)
+
+
+# --- catalog schemas and readers -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("schema", [VERDICTS_SCHEMA, TURNS_SCHEMA])
+def test_every_column_is_described_and_versioned(schema):
+    assert schema.metadata[b"spec_vetting.schema_version"] == SCHEMA_VERSION.encode()
+    for f in schema:
+        assert f.metadata and f.metadata.get(b"description"), f.name
+    assert "task" not in schema.names and "run_date" not in schema.names  # hive partition columns
+
+
+def test_agreed_columns_exist():
+    agreed = ("run_id candidate_id verdict status fallback p_yes p_yes_source justification reason error_kind "
+              "error_message engine engine_version model prompt_version renderer_version survey variant path target "
+              "obsid plate mjd fiberid targetid ra dec redshift label n_turns n_tool_calls zoom_windows prompt_tokens "
+              "completion_tokens cached_tokens elapsed_s healpix").split()
+    assert set(agreed) <= set(VERDICTS_SCHEMA.names)
+    assert set("run_id candidate_id turn assistant_text tool_call tool_response_text zoom_min zoom_max image_png "
+               "prompt_tokens completion_tokens cached_tokens latency_s endpoint".split()) <= set(TURNS_SCHEMA.names)
+
+
+def test_readers_on_an_empty_and_a_written_root(tmp_path):
+    assert read_verdicts(tmp_path).num_rows == 0 and "task" in read_verdicts(tmp_path).column_names
+    assert latest_run_id(tmp_path) is None and list_runs(tmp_path) == []
+    for run_id, date in (("r1", "2024-01-01"), ("r2", "2024-01-02")):
+        store = RunStore(tmp_path, run_id, date)
+        rows = [{"run_id": run_id, "candidate_id": f"c{i}", "verdict": "YES", "n_turns": 1} for i in range(3)]
+        write_parquet_atomic(store.partition("verdicts", "cv") / store.part_name("s0"), rows_to_table(rows, "verdicts"))
+        turns = [{"run_id": run_id, "candidate_id": "c0", "turn": -1, "image_png": b"\x89PNG"}]
+        write_parquet_atomic(store.partition("turns", "cv") / store.part_name("s0"), rows_to_table(turns, "turns"))
+        write_json_atomic(store.manifest_path, {"run_id": run_id, "run_date": date, "status": "finished",
+                                                "started_at": date})
+    # a temporary file of a crashed writer is invisible
+    (tmp_path / "verdicts" / "run_date=2024-01-01" / "task=cv" / "_tmp-x-part.parquet").write_bytes(b"junk")
+    t = read_verdicts(tmp_path)
+    assert t.num_rows == 6 and set(t.column("task").to_pylist()) == {"cv"}
+    assert t.schema.field("verdict").type == pa.string()
+    assert read_verdicts(tmp_path, "r2").column("run_date").to_pylist() == ["2024-01-02"] * 3
+    assert read_turns(tmp_path, "r1", candidate_ids=["c0"]).column("image_png").to_pylist() == [b"\x89PNG"]
+    assert read_turns(tmp_path, candidate_ids=["zz"]).num_rows == 0
+    assert [r["run_id"] for r in list_runs(tmp_path)] == ["r1", "r2"] and latest_run_id(tmp_path) == "r2"
+    # readable without this package: plain pyarrow with hive partitioning
+    import pyarrow.dataset as ds
+
+    plain = ds.dataset(str(tmp_path / "verdicts"), format="parquet", partitioning="hive").to_table()
+    assert plain.num_rows == 6
+
+
+# --- plan and shards -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class C:
+    candidate_id: str
+    task: str | None = None
+    path: str | None = None
+    target: int | None = None
+
+
+def _resolve(key):
+    return {"cc": "carbon"}.get(key, key)
+
+
+def test_plan_task_semantics_and_shard_ids_are_deterministic():
+    cands = [C("a"), C("b", "cc"), C("c", "ss"), C("d", "cv")]
+    plan = build_plan(cands, ["cv", "carbon", "cv"], _resolve)
+    assert [i.key for i in plan.items] == [("a", "cv"), ("a", "carbon"), ("b", "carbon"), ("d", "cv")]
+    assert plan.skipped_task_not_selected == 1 and plan.tasks == ["cv", "carbon"]
+    only_rows = build_plan(cands[1:], [], _resolve)
+    assert [i.key for i in only_rows.items] == [("b", "carbon"), ("c", "ss"), ("d", "cv")]
+    s1, s2 = make_shards(plan.items, 3), make_shards(build_plan(cands, ["cv", "carbon"], _resolve).items, 3)
+    assert [s.shard_id for s in s1] == [s.shard_id for s in s2] and [len(s.items) for s in s1] == [3, 1]
+    assert s1[0].shard_id.startswith("s00000-")
+    other = make_shards([WorkItem(C("zz"), "cv")] + plan.items[1:], 3)
+    assert other[0].shard_id != s1[0].shard_id
+    assert plan_digest(plan.items, {"x": 1}) != plan_digest(plan.items, {"x": 2})
+    with pytest.raises(ConfigError):
+        make_shards(plan.items, 0)
