@@ -96,13 +96,8 @@ def client_conversation() -> list[Message]:
 
 
 def wire_messages(messages: list[Message]) -> list[dict]:
-    """OpenAI-style dicts exactly as the HTTP engine sends them (its own converter when it exists)."""
-    try:
-        from spec_vetting.engines import wire
-    except ImportError:
-        wire = None
-    convert = getattr(wire, "openai_messages", None) or getattr(wire, "messages_to_openai", None)
-    return convert(messages) if convert else openai_messages(messages)
+    """OpenAI-style dicts exactly as the HTTP engine sends them (the in-process engine uses the same converter)."""
+    return openai_messages(messages)
 
 
 @pytest.fixture(scope="module")

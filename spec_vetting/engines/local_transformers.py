@@ -49,7 +49,7 @@ class GenerationRequest:
 
 def _sampling_key(s: Sampling) -> tuple:
     # only requests that decode the same way share a batch
-    return (s.temperature, s.top_p, s.max_tokens, s.seed, bool(s.logprobs))
+    return (s.temperature, s.top_p, s.max_tokens, s.seed, bool(s.logprobs), s.top_logprobs)
 
 
 def _resolve_dtype(dtype, device: str):
@@ -89,8 +89,10 @@ def model_checksum(folder: Path) -> str:
 
 
 class _TopLogprobRecorder:
-    """A logits processor that records the top-k log-probabilities of every step and changes nothing.
+    """A logits processor that records log-probabilities of every step and changes nothing.
 
+    Per step it keeps the top-k (values, ids) and, one step later (when the chosen token shows up in
+    ``input_ids``), the chosen token's log-probability; :meth:`finish` reads the last one from the output.
     Custom processors run before the sampling warpers, so what is recorded is the model's own distribution
     (what a server returns as logprobs), not the temperature-scaled one.
     """
@@ -98,14 +100,24 @@ class _TopLogprobRecorder:
     def __init__(self, k: int):
         self.k = k
         self.steps: list[tuple[Any, Any]] = []  # per step: (values (B, k), indices (B, k)) on CPU
+        self.chosen: list[Any] = []  # per step: (B,) log-probability of the token generated there
+        self._prev = None
 
     def __call__(self, input_ids, scores):
         import torch
 
         logp = torch.log_softmax(scores.float(), dim=-1)
+        if self._prev is not None:
+            self.chosen.append(self._prev.gather(1, input_ids[:, -1:])[:, 0].cpu())
         vals, idx = torch.topk(logp, k=min(self.k, logp.shape[-1]), dim=-1)
         self.steps.append((vals.cpu(), idx.cpu()))
+        self._prev = logp
         return scores
+
+    def finish(self, sequences) -> None:
+        if self._prev is not None and len(self.chosen) < len(self.steps):
+            self.chosen.append(self._prev.gather(1, sequences[:, -1:].to(self._prev.device))[:, 0].cpu())
+        self._prev = None
 
 
 class _MicroBatcher:
@@ -203,6 +215,7 @@ class LocalEngine(Engine):
         self._executor: ThreadPoolExecutor | None = None
         self._batcher: _MicroBatcher | None = None
         self._load_lock = threading.Lock()
+        self._generate_lock = threading.Lock()  # one generate at a time, whichever thread asks (server threads)
         self._token_strings: list[str] | None = None
 
     # ---- loading -------------------------------------------------------------------------------------------
@@ -310,6 +323,10 @@ class LocalEngine(Engine):
 
     def generate_batch(self, requests: list[GenerationRequest]) -> list[EngineReply]:
         """Generate one assistant turn for each request in one left-padded batch (same sampling for all)."""
+        return [reply for reply, _ in self._generate(requests)]
+
+    def _generate(self, requests: list[GenerationRequest]) -> list[tuple[EngineReply, dict | None]]:
+        """Replies, each with its OpenAI-format ``logprobs`` (None unless the sampling asked for them)."""
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
 
@@ -346,14 +363,16 @@ class LocalEngine(Engine):
         if batch.pixel_values is not None:
             kwargs["pixel_values"] = batch.pixel_values.to(self.device, dtype=self.model.dtype)
             kwargs["image_grid_thw"] = batch.image_grid_thw.to(self.device)
-        if s.seed is not None:
-            torch.manual_seed(s.seed)
-        with torch.inference_mode():
+        with self._generate_lock, torch.inference_mode():
+            if s.seed is not None:
+                torch.manual_seed(s.seed)
             out = self.model.generate(
                 **kwargs,
                 generation_config=config,
                 logits_processor=LogitsProcessorList([recorder]) if recorder else None,
             )
+        if recorder is not None:
+            recorder.finish(out)
         elapsed = time.perf_counter() - t0
         width = batch.input_ids.shape[1]
         replies = []
@@ -363,7 +382,8 @@ class LocalEngine(Engine):
             body = gen if stop_at is None else gen[:stop_at]
             text = self.tokenizer.decode(body, skip_special_tokens=True)
             p_yes = self._p_yes(body, text, recorder, i) if recorder else None
-            replies.append(
+            logprobs = self._openai_logprobs(body, recorder, i, s.top_logprobs) if recorder else None
+            replies.append((
                 EngineReply(
                     text=text,
                     usage=Usage(
@@ -375,9 +395,57 @@ class LocalEngine(Engine):
                     endpoint=f"local:{self.device}",
                     finish_reason="length" if stop_at is None else "stop",
                     p_yes=p_yes,
-                )
-            )
+                ),
+                logprobs,
+            ))
         return replies
+
+    # ---- serving the model over the OpenAI protocol (tests' loopback server, small demos) ---------------------
+
+    def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A ``POST /v1/chat/completions`` response body for a request body, as SGLang would answer (blocking).
+
+        Honours ``messages``, ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``logprobs`` and
+        ``top_logprobs``; usage counts real tokens (image tokens included). A ``tools`` field is ignored, as the
+        Spec-o3 client never sends one.
+        """
+        sampling = Sampling(
+            temperature=float(body.get("temperature", 0.0) or 0.0),
+            top_p=float(body.get("top_p", 1.0) or 1.0),
+            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or 2048),
+            seed=body.get("seed"),
+            logprobs=bool(body.get("logprobs")),
+            top_logprobs=int(body.get("top_logprobs") or 0),
+        )
+        reply, logprobs = self._generate([GenerationRequest(list(body.get("messages") or []), sampling)])[0]
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": reply.text},
+                                  "finish_reason": reply.finish_reason}
+        if logprobs is not None:
+            choice["logprobs"] = logprobs
+        u = reply.usage
+        return {
+            "id": f"chatcmpl-local-{time.time_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model_path.name,
+            "choices": [choice],
+            "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
+                      "total_tokens": (u.prompt_tokens or 0) + (u.completion_tokens or 0),
+                      "prompt_tokens_details": {"cached_tokens": u.cached_tokens}},
+        }
+
+    def _openai_logprobs(self, body: list[int], recorder: _TopLogprobRecorder, row: int, top: int) -> dict:
+        """``choices[0].logprobs`` in the OpenAI format for the generated tokens of batch row ``row``."""
+        strings = self._strings()
+        content = []
+        for j, tid in enumerate(body):
+            vals, idx = recorder.steps[j]
+            chosen = float(recorder.chosen[j][row]) if j < len(recorder.chosen) else float(vals[row, 0])
+            alts = [{"token": strings[t] if t < len(strings) else "", "logprob": float(v)}
+                    for v, t in zip(vals[row, :top].tolist(), idx[row, :top].tolist())]
+            content.append({"token": strings[tid] if tid < len(strings) else "", "logprob": chosen,
+                            "top_logprobs": alts})
+        return {"content": content}
 
     # ---- p_yes from the answer token ------------------------------------------------------------------------
 

@@ -20,35 +20,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, EngineError
-from ..inspect.types import ImagePart, Message, TextPart
+from ..inspect.types import Message
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
     from PIL import Image
 
 IMAGE_PAD = "<|image_pad|>"
-PNG_DATA_URL_PREFIX = "data:image/png;base64,"
 
 #: where the shipped Spec-o3 template lives in a source checkout (deploy/ is not part of the installed package)
 DEPLOY_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "chat_template.jinja"
 
 
 def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """OpenAI chat messages as the HTTP client sends them: text-only content as a string, else a list of parts."""
-    out = []
-    for m in messages:
-        if all(isinstance(p, TextPart) for p in m.parts):
-            out.append({"role": m.role, "content": m.text})
-            continue
-        parts: list[dict[str, Any]] = []
-        for p in m.parts:
-            if isinstance(p, ImagePart):
-                url = PNG_DATA_URL_PREFIX + base64.b64encode(p.png).decode("ascii")
-                parts.append({"type": "image_url", "image_url": {"url": url}})
-            else:
-                parts.append({"type": "text", "text": p.text})
-        out.append({"role": m.role, "content": parts})
-    return out
+    """OpenAI chat messages exactly as the HTTP engine sends them (its own converter, :mod:`.wire`)."""
+    from .wire import ImageEncoder, message_to_wire
+
+    encode = ImageEncoder()
+    return [message_to_wire(m, encode) for m in messages]
 
 
 def _image_from_part(part: dict[str, Any], where: str) -> Image.Image:
