@@ -51,6 +51,17 @@ class FeatureSet:
     measure: Callable[[RestSpectrum], dict[str, Measurement]]
 
 
+def _balmer_absorption(rs: RestSpectrum) -> dict[str, Measurement]:
+    """Broad Balmer absorption profiles (white dwarfs, CVs in outburst, A stars), against far pseudo-continua."""
+    hb_c = ((4720.0, 4750.0), (5010.0, 5050.0))
+    return {
+        "ew_hb_wide": equivalent_width(rs, (4812.0, 4912.0), hb_c, "EW(Hβ ±50 Å)"),
+        "fwhm_hb_abs": line_fwhm(rs, H_BETA, 120.0, hb_c, emission=False, name="FWHM(Hβ absorption)"),
+        # higher-order Balmer lines: in an A/B star H9 (3836) stands apart from H10 (3798); in a DA they merge
+        "h9_contrast": band_depth(rs, (3832.0, 3840.0), ((3816.0, 3824.0), (3852.0, 3860.0)), "H9 contrast"),
+    }
+
+
 def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
     ha_c = ((6480.0, 6525.0), (6610.0, 6650.0))
     hb_c = ((4800.0, 4830.0), (4895.0, 4925.0))
@@ -66,6 +77,7 @@ def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
         "dp_ha": double_peak_separation(rs, H_ALPHA, 40.0, ha_c, name="Hα peak separation"),
         "slope": continuum_slope(rs, (4560.0, 4640.0), (7450.0, 7550.0), "continuum slope α"),
         "snr_ha": snr_per_angstrom(rs, 6480.0, 6650.0, "S/N(Hα region)"),
+        **_balmer_absorption(rs),
     }
 
 
@@ -109,22 +121,25 @@ def _gm(rs: RestSpectrum) -> dict[str, Measurement]:
         ),
         "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
         "zro_6474": band_depth(rs, (6478.0, 6520.0), ((6420.0, 6470.0),), "ZrO 6474 depth"),
+        "zro_5551": band_depth(rs, (5553.0, 5590.0), ((5510.0, 5548.0),), "ZrO 5551 depth"),
+        "tio_8432": band_depth(rs, (8440.0, 8490.0), ((8400.0, 8430.0),), "TiO 8432 depth"),
+        "slope": continuum_slope(rs, (5350.0, 5450.0), (8100.0, 8170.0), "continuum slope α"),
         "snr_red": snr_per_angstrom(rs, 6800.0, 8700.0, "S/N(6800-8700 Å)"),
     }
 
 
 def _wd(rs: RestSpectrum) -> dict[str, Measurement]:
-    hb_c = ((4720.0, 4750.0), (5010.0, 5050.0))
     hg_c = ((4200.0, 4225.0), (4460.0, 4490.0))
     hd_c = ((4030.0, 4045.0), (4200.0, 4225.0))
+    balmer = _balmer_absorption(rs)
     return {
-        "ew_hb": equivalent_width(rs, (4812.0, 4912.0), hb_c, "EW(Hβ ±50 Å)"),
+        "ew_hb": balmer["ew_hb_wide"],
         "ew_hg": equivalent_width(rs, (4301.0, 4381.0), hg_c, "EW(Hγ ±40 Å)"),
-        "fwhm_hb": line_fwhm(rs, H_BETA, 120.0, hb_c, emission=False, name="FWHM(Hβ)"),
-        "fwhm_hg": line_fwhm(rs, H_GAMMA, 110.0, hg_c, emission=False, name="FWHM(Hγ)"),
-        "fwhm_hd": line_fwhm(rs, H_DELTA, 70.0, hd_c, emission=False, name="FWHM(Hδ)"),
-        # higher-order Balmer lines: in an A/B star H9 (3836) stands apart from H10 (3798); in a DA they merge
-        "h9_contrast": band_depth(rs, (3832.0, 3840.0), ((3816.0, 3824.0), (3852.0, 3860.0)), "H9 contrast"),
+        "fwhm_hb": balmer["fwhm_hb_abs"],
+        "fwhm_hg": line_fwhm(rs, H_GAMMA, 110.0, hg_c, emission=False, name="FWHM(Hγ absorption)"),
+        "fwhm_hd": line_fwhm(rs, H_DELTA, 70.0, hd_c, emission=False, name="FWHM(Hδ absorption)"),
+        "h9_contrast": balmer["h9_contrast"],
+        "ew_ha_core": equivalent_width(rs, (6550.0, 6580.0), ((6480.0, 6525.0), (6610.0, 6650.0)), "EW(Hα core)"),
         "ew_hei4471": equivalent_width(rs, (4460.0, 4486.0), ((4425.0, 4450.0), (4495.0, 4520.0)), "EW(He I 4471)"),
         "ew_hei5876": equivalent_width(rs, (5866.0, 5886.0), ((5830.0, 5855.0), (5905.0, 5930.0)), "EW(He I 5876)"),
         "ca_k": band_depth(rs, (3927.0, 3940.0), ((3910.0, 3922.0), (3950.0, 3960.0)), "Ca II K depth"),

@@ -17,6 +17,7 @@ identity has ``model=None``: its output is never presented as the model's.
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ class Plan:
     zooms: list[ZoomWindow]
     notes: list[str]  # per zoom: the measurements read in that window, cited in the next turn
     leftover: list[str]  # measurements not tied to any zoom, cited in the final turn
+    covered: bool = True  # whether any of the task's own windows overlaps the data
 
 
 def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | None:
@@ -69,6 +71,10 @@ def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Pl
     fs = feature_set(task)
     lo, hi = rs.coverage
     zooms = [z for z in (fs.zooms if fs else ()) if z.hi > lo and z.lo < hi][:MAX_ZOOMS]
+    covered = bool(zooms)
+    if not zooms and hi - lo > 2:
+        # none of the task's windows is in the data (e.g. a high-redshift object): still look, at what there is
+        zooms = [ZoomWindow("available rest-frame range", math.ceil(lo), math.floor(hi))]
     notes: list[list[str]] = [[] for _ in zooms]
     leftover: list[str] = []
     # every measurement is reported in the turn after the zoom that shows its window; measurements outside every
@@ -79,7 +85,7 @@ def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Pl
             notes[i].append(m.fmt())
         elif key in decision.cited:
             leftover.append(m.fmt())
-    return Plan(decision, zooms, ["; ".join(n) for n in notes], leftover)
+    return Plan(decision, zooms, ["; ".join(n) for n in notes], leftover, covered)
 
 
 def tool_call_text(zoom: ZoomWindow) -> str:
@@ -114,10 +120,11 @@ def turn_text(plan: Plan, turn: int) -> tuple[str, bool]:
 def final_text(plan: Plan) -> str:
     d = plan.decision
     lines = []
-    if plan.zooms:
+    if plan.zooms and plan.covered:
         lines.append(f"In the {plan.zooms[-1].label}: {plan.notes[-1] or 'nothing measurable'}.")
     else:
-        lines.append(f"{_frame_sentence(d)} None of my diagnostic windows falls inside the data.")
+        lines.append(f"{_frame_sentence(d)} None of my diagnostic windows for a {d.class_name} falls inside the "
+                     "data.")
     if plan.leftover:
         lines.append("Also measured: " + "; ".join(plan.leftover) + ".")
     if d.verdict is None:

@@ -129,6 +129,16 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
         s -= 1.5
         cited.append("ew_sii")
     s -= 2.0
+    outburst, ob_cited = _cv_outburst(m)
+    if outburst is not None and outburst > s:
+        return TaskScore(
+            outburst,
+            yes_text="broad, shallow Balmer absorption with merged higher-order lines in a hot continuum, as in a "
+                     "dwarf nova in outburst",
+            no_text="the Balmer lines lack the strong emission of a cataclysmic variable and their absorption is "
+                    "not the broad, shallow kind of a disc in outburst",
+            cited=cited + ob_cited,
+        )
     return TaskScore(
         s,
         yes_text="strong Balmer emission" + (" with broad profiles" if widths and max(widths) >= 15 else "")
@@ -136,6 +146,22 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
         no_text="the Balmer lines lack the strong, broad emission of a cataclysmic variable",
         cited=cited,
     )
+
+
+def _cv_outburst(m: dict[str, Measurement]) -> tuple[float | None, list[str]]:
+    """A disc in outburst: Balmer absorption of intermediate width (FWHM 25-65 Å; A stars are narrower, white
+    dwarfs broader), shallow (EW(Hβ ±50 Å) below 18 Å; a white dwarf's is deeper), higher-order lines merged
+    (H9 contrast below 0.15) and a hot continuum (α below -1.8). Each violated limit costs; 2 when all hold."""
+    keys = ("fwhm_hb_abs", "ew_hb_wide", "h9_contrast", "slope")
+    if not all(m[k].ok for k in keys) or not _usable(m["ew_hb_wide"], 4.0) or not _usable(m["h9_contrast"], 0.1):
+        return None, []
+    fwhm, ew, h9, slope = (_v(m[k]) for k in keys)
+    s = 1.5
+    s -= 0.15 * max(0.0, 25.0 - fwhm) + 0.3 * max(0.0, fwhm - 65.0)
+    s -= 0.3 * max(0.0, ew - 18.0) + 0.3 * max(0.0, 4.0 - ew)
+    s -= 20.0 * max(0.0, h9 - 0.15)
+    s -= 2.0 * max(0.0, slope + 1.8)
+    return s, list(keys)
 
 
 def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: float) -> tuple[float | None, list]:
@@ -199,34 +225,41 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
 
 
 def score_gm(m: dict[str, Measurement]) -> TaskScore:
-    """TiO depth (max of 7054 and 6159 bands) above 0.2, ×10, −3 when below 0.12 (not an M star);
-    gravity: Na I 8183/8195 EW above 1.5 Å costs 0.8 per Å (dwarfs), Ca II 8542 EW above 3 Å adds 0.5 per Å
-    (giants); C2 or ZrO bands (carbon or S stars) cost.
+    """Mean TiO depth (7054, 6159, 8432 bands) above 0.1, ×8, −2 more when below 0.08 (not an M star); a red
+    continuum (α above 1) adds up to 2.25; gravity: Na I 8183/8195 EW above 2.5 Å costs 1.2 per Å and CaH 6830
+    depth above 0.25 costs 10 per unit (dwarfs), Ca II 8542 EW adds 0.4 per Å around 2 Å (giants); C2 bands
+    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 15 per unit mean depth above 0.05.
     """
     key = [m["tio_7054"], m["tio_6159"]]
     if not any(_usable(x, 0.05) for x in key):
         return TaskScore(None, "the TiO bands cannot be measured: " + _unusable_reason(key, 0.05))
-    tio = max(_v(x, -1.0) for x in key if _usable(x, 0.05))
-    cited = [k for k in ("tio_7054", "tio_6159") if _usable(m[k], 0.05)]
-    s = 10.0 * (tio - 0.2)
-    if tio < 0.12:
-        s -= 3.0
+    tio, cited = _weighted(m, {"tio_7054": 1.0, "tio_6159": 1.0, "tio_8432": 1.0}, 0.05)
+    s = 8.0 * (tio - 0.1)
+    if tio < 0.08:
+        s -= 2.0
+    if m["slope"].ok:  # cool: M giants are red (α > 1 between 5400 and 8130 Å); K stars bluer
+        s += 1.5 * _clip(_v(m["slope"]) - 1.0, -2.0, 1.5)
+        cited.append("slope")
     if _usable(m["ew_nai"], 1.0):
-        s -= 0.8 * _clip(_v(m["ew_nai"]) - 1.5, -1.0, 5.0)
+        s -= 1.2 * max(0.0, _v(m["ew_nai"]) - 2.5)
         cited.append("ew_nai")
     if _usable(m["ew_cat"], 1.0):
-        s += 0.5 * _clip(_v(m["ew_cat"]) - 3.0, -2.0, 3.0)
+        s += 0.4 * _clip(_v(m["ew_cat"]) - 2.0, -2.0, 2.0)
         cited.append("ew_cat")
-    if _usable(m["cah_6975"], 0.05):
-        cited.append("cah_6975")
-    for k in ("c2_5165", "zro_6474"):
-        if _usable(m[k], 0.08) and _v(m[k]) > 0.1:
-            s -= 20.0 * (_v(m[k]) - 0.1)
-            cited.append(k)
+    if _usable(m["cah_6830"], 0.05):
+        s -= 10.0 * max(0.0, _v(m["cah_6830"]) - 0.25)
+        cited.append("cah_6830")
+    if _usable(m["c2_5165"], 0.08) and _v(m["c2_5165"]) > 0.1:
+        s -= 20.0 * (_v(m["c2_5165"]) - 0.1)
+        cited.append("c2_5165")
+    zro, zro_keys = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0}, 0.08)
+    if zro is not None and zro > 0.05:
+        s -= 15.0 * (zro - 0.05)
+        cited += zro_keys
     return TaskScore(
         s,
         yes_text="strong TiO bands with weak gravity-sensitive Na I, as in an M giant",
-        no_text="not an M giant: " + ("TiO bands too weak for an M star" if tio < 0.12 else
+        no_text="not an M giant: " + ("TiO bands too weak for an M star" if tio < 0.08 else
                                       "the gravity-sensitive features point to a dwarf or the TiO bands are weak"),
         cited=cited,
     )
@@ -250,6 +283,10 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
         hot = 0.5 * _clip(-_v(m["slope"]) - 1.5, -2.0, 2.0)
         cited.append("slope")
     sa = (0.08 * (fwhm - 30.0) if fwhm is not None else -1.0) + 0.1 * (ew - 22.0) + hot
+    if _usable(m["ew_ha_core"], 3.0) and _v(m["ew_ha_core"]) < -3.0:
+        # Balmer emission: an accreting system (CV) or a chromosphere, not a bare white dwarf
+        sa -= 0.3 * (-_v(m["ew_ha_core"]) - 3.0)
+        cited.append("ew_ha_core")
     if _usable(m["h9_contrast"], 0.15):
         sa += 2.0 * _clip(0.3 - _v(m["h9_contrast"]), -0.5, 0.3)
         cited.append("h9_contrast")
