@@ -54,6 +54,8 @@ class EngineReply:
     finish_reason: str | None = None
     #: probability of YES read from the answer token's log-probabilities, when the engine can give it
     p_yes: float | None = None
+    #: set by an engine that deliberately gives no verdict (e.g. the rules engine on masked windows): the reason
+    abstain_reason: str | None = None
 
 
 @dataclass
