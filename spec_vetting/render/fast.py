@@ -1,0 +1,182 @@
+"""The fast renderer: the trained picture, pixel for pixel, without pyplot and without rebuilding figures.
+
+Concurrency model
+-----------------
+matplotlib is not thread-safe (shared font objects, text layout caches, figures). This module keeps one figure per
+size class per process and draws under a process-wide lock, never touching pyplot's global state, so:
+
+* any thread may call :func:`render_png`; calls from several threads are serialised by the lock (correct, but no
+  faster than one thread);
+* for parallel rendering use worker processes (Dask workers, ``ProcessPoolExecutor``): each process has its own
+  figures and lock, and nothing is shared between processes;
+* from asyncio never call it on the event loop thread (a picture takes tens of milliseconds): use
+  ``await loop.run_in_executor(executor, render_spectrum, ...)`` with a thread executor (simple; rendering then
+  competes with the loop for the GIL) or a process executor (scales with cores).
+
+Why it is fast
+--------------
+The straightforward routine (benchmarks/render/baseline.py) builds a new figure per picture: creating the axes and
+its tick objects, a layout pass, a full draw to find the tight bounding box, a second draw, then matplotlib's PNG
+writer at zlib's default level. Here the figure of each size class is built once and only what changes (line
+data, limits, tick locators, title, stats box) is updated; the tight-bbox pass runs with drawing disabled; the
+picture is drawn once and written by Pillow at a fast zlib level (same pixels, bigger bytes).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import threading
+from collections import OrderedDict
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.figure import Figure, SubplotParams
+from matplotlib import _tight_bbox  # private, but it is exactly what savefig uses
+from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
+from PIL import Image
+
+from . import style
+from .layout import PlotLayout
+
+#: zlib level of the PNG writer: 1 is several times faster than matplotlib's default 6; pixels are identical
+PNG_COMPRESS_LEVEL = 1
+# savefig's default padding around the tight bounding box (rcParams["savefig.pad_inches"])
+_PAD_INCHES = 0.1
+
+_LOCK = threading.Lock()
+# Agg renderers kept per canvas, by pixel size: the tight-bbox crop differs from the full figure by a few pixels,
+# and matplotlib caches text metrics per renderer object, so a new renderer per draw would measure every label anew
+_RENDERERS_PER_CANVAS = 8
+
+
+class _RendererCachingCanvas(FigureCanvasAgg):
+    """An Agg canvas that keeps its renderers by size instead of replacing the last one on every size change."""
+
+    def __init__(self, figure):
+        super().__init__(figure)
+        self._renderers: OrderedDict[tuple, RendererAgg] = OrderedDict()
+
+    def get_renderer(self):
+        w, h = self.get_width_height(physical=True)
+        key = (w, h, self.figure.dpi)
+        renderer = self._renderers.get(key)
+        if renderer is None:
+            renderer = self._renderers[key] = RendererAgg(w, h, self.figure.dpi)
+            while len(self._renderers) > _RENDERERS_PER_CANVAS:
+                self._renderers.popitem(last=False)
+        else:
+            self._renderers.move_to_end(key)
+        self.renderer = renderer
+        self._lastKey = key
+        return renderer
+
+
+class _TooManyTicksFilter(logging.Filter):
+    """A window holding one point makes matplotlib widen the axis to ±5 % and the trained tick table then asks
+    for thousands of ticks; matplotlib draws them (the model saw that) and logs a warning per draw. Drop it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Locator attempting to generate")
+
+
+logging.getLogger("matplotlib.ticker").addFilter(_TooManyTicksFilter())
+
+
+class _SizeClassFigure:
+    """One reusable figure with the trained styling for one figure size (inches)."""
+
+    def __init__(self, figsize: tuple[float, float]):
+        self.figure = Figure(figsize=figsize, dpi=style.DPI, subplotpars=SubplotParams())
+        self.canvas = _RendererCachingCanvas(self.figure)
+        self.default_subplotpars = {
+            name: getattr(self.figure.subplotpars, name) for name in ("left", "bottom", "right", "top")
+        }
+        ax = self.axes = self.figure.add_subplot()
+        (self.line,) = ax.plot(
+            [], [], color=style.LINE_COLOR, linewidth=style.LINE_WIDTH, alpha=style.LINE_ALPHA
+        )
+        ax.set_xlabel(style.X_LABEL, fontsize=style.LABEL_FONTSIZE, fontweight=style.LABEL_FONTWEIGHT)
+        ax.set_ylabel(style.Y_LABEL, fontsize=style.LABEL_FONTSIZE, fontweight=style.LABEL_FONTWEIGHT)
+        self.title = ax.set_title(
+            style.DEFAULT_TITLE, fontsize=style.TITLE_FONTSIZE, fontweight=style.TITLE_FONTWEIGHT, pad=style.TITLE_PAD
+        )
+        ax.grid(True, which="major", alpha=style.GRID_MAJOR_ALPHA, linewidth=style.GRID_MAJOR_WIDTH)
+        ax.grid(True, which="minor", alpha=style.GRID_MINOR_ALPHA, linewidth=style.GRID_MINOR_WIDTH)
+        ax.yaxis.set_minor_locator(AutoMinorLocator())
+        ax.tick_params(which="both", direction=style.TICK_DIRECTION)
+        ax.tick_params(which="major", labelsize=style.TICK_LABELSIZE)
+        self.stats = ax.text(
+            0.0, 0.0, "", transform=ax.transAxes, fontsize=style.STATS_FONTSIZE, bbox=dict(style.STATS_BOX)
+        )
+        self.x_spacing: tuple[float, float] | None = None
+
+    def update(self, lay: PlotLayout) -> None:
+        ax = self.axes
+        self.line.set_data(lay.wavelength, lay.flux)
+        ax.relim()
+        ax.autoscale_view()
+        if self.x_spacing != (lay.x_major, lay.x_minor):
+            ax.xaxis.set_major_locator(MultipleLocator(lay.x_major))
+            ax.xaxis.set_minor_locator(MultipleLocator(lay.x_minor))
+            self.x_spacing = (lay.x_major, lay.x_minor)
+        self.title.set_text(lay.title)
+        x, y, ha, va = style.STATS_CORNERS[lay.corner]
+        self.stats.set_position((x, y))
+        self.stats.set_horizontalalignment(ha)
+        self.stats.set_verticalalignment(va)
+        self.stats.set_text(lay.stats_text)
+        # tight layout starts from the default subplot box, as on a new figure: the y tick count (and so the
+        # label widths tight layout makes room for) depends on the axes height it starts from
+        self.figure.subplots_adjust(**self.default_subplotpars)
+
+    def draw_rgba(self) -> np.ndarray:
+        """Tight layout, tight bounding box and one Agg draw, as savefig(bbox_inches="tight") does them."""
+        fig, ax = self.figure, self.axes
+        renderer = self.canvas.get_renderer()
+        # Minor ticks point inward and carry no label, so they never change a bounding box; matplotlib would still
+        # position every one of them (thousands for a one-point window) in each layout pass. Leave them out there.
+        minor_locators = ax.xaxis.get_minor_locator(), ax.yaxis.get_minor_locator()
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
+        try:
+            fig.tight_layout()
+            bbox = fig.get_tightbbox(renderer).padded(_PAD_INCHES)
+        finally:
+            ax.xaxis.set_minor_locator(minor_locators[0])
+            ax.yaxis.set_minor_locator(minor_locators[1])
+        restore = _tight_bbox.adjust_bbox(fig, bbox, renderer, self.canvas.fixed_dpi)
+        try:
+            self.canvas.draw()
+            return np.asarray(self.canvas.buffer_rgba())
+        finally:
+            restore()
+
+
+_FIGURES: dict[tuple[float, float], _SizeClassFigure] = {}
+
+
+def _figure_for(figsize: tuple[float, float]) -> _SizeClassFigure:
+    key = (round(figsize[0], 6), round(figsize[1], 6))
+    fig = _FIGURES.get(key)
+    if fig is None:
+        fig = _FIGURES[key] = _SizeClassFigure(key)
+    return fig
+
+
+def encode_png(rgba: np.ndarray) -> bytes:
+    """PNG bytes of an RGBA buffer; RGB when fully opaque (the figure background is), which decodes the same."""
+    image = Image.fromarray(rgba, "RGBA")
+    if rgba[..., 3].min() == 255:
+        image = image.convert("RGB")
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
+    return buf.getvalue()
+
+
+def render_png(lay: PlotLayout) -> bytes:
+    with _LOCK:
+        figure = _figure_for(lay.figsize)
+        figure.update(lay)
+        rgba = figure.draw_rgba().copy()
+    return encode_png(rgba)
