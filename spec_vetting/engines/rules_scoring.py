@@ -228,7 +228,7 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     """Mean TiO depth (7054, 6159, 8432 bands) above 0.1, ×8, −2 more when below 0.08 (not an M star); a red
     continuum (α above 1) adds up to 2.25; gravity: Na I 8183/8195 EW above 2.5 Å costs 1.2 per Å and CaH 6830
     depth above 0.25 costs 10 per unit (dwarfs), Ca II 8542 EW adds 0.4 per Å around 2 Å (giants); C2 bands
-    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 15 per unit mean depth above 0.05.
+    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03.
     """
     key = [m["tio_7054"], m["tio_6159"]]
     if not any(_usable(x, 0.05) for x in key):
@@ -253,8 +253,8 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
         s -= 20.0 * (_v(m["c2_5165"]) - 0.1)
         cited.append("c2_5165")
     zro, zro_keys = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0}, 0.08)
-    if zro is not None and zro > 0.05:
-        s -= 15.0 * (zro - 0.05)
+    if zro is not None and zro > 0.03:
+        s -= 30.0 * (zro - 0.03)
         cited += zro_keys
     return TaskScore(
         s,
@@ -290,10 +290,10 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     if _usable(m["h9_contrast"], 0.15):
         sa += 2.0 * _clip(0.3 - _v(m["h9_contrast"]), -0.5, 0.3)
         cited.append("h9_contrast")
-    sb = -1.5 + hot - 0.2 * max(ew, 0.0)
+    sb = -1.0 + hot - 0.2 * max(ew, 0.0)
     for k, w in (("ew_hei4471", 0.8), ("ew_hei5876", 0.5)):
         if _usable(m[k], 1.5):
-            sb += w * _clip(_v(m[k]) - 1.5, -2.0, 4.0)
+            sb += w * _clip(_v(m[k]) - 1.0, -2.0, 4.0)
     if sb > sa:
         cited += [k for k in ("ew_hei4471", "ew_hei5876") if _usable(m[k], 1.5)]
     return TaskScore(
