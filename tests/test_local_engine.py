@@ -74,18 +74,31 @@ async def _inspect(engine: LocalEngine, candidates: list[str], **kwargs):
 # ---- the engine on its own -------------------------------------------------------------------------------------
 
 
-def test_identity_names_folder_and_checksum(tiny_model_dir):
-    engine = LocalEngine(tiny_model_dir)
-    with pytest.raises(EngineError, match="before start"):
-        engine.identity()
+def test_identity_names_folder_and_checksum_without_loading(tiny_model_dir):
+    engine = LocalEngine(tiny_model_dir, max_pixels=28 * 28 * 8)
+    before = engine.identity()  # from the folder's files: the pipeline records it without loading weights
+    assert engine.model is None
+    assert before.engine == "local" and before.model == tiny_model_dir.name
+    assert "transformers/" in before.engine_version and "torch/" in before.engine_version
+    assert before.model_info["checksum"] == model_checksum(tiny_model_dir)
+    assert before.model_info["chat_template"].endswith("(checkpoint)")
+    assert before.model_info["dtype"] == "float32" and before.model_info["max_pixels"] == 28 * 28 * 8
     engine.load()
-    ident = engine.identity()
-    assert ident.engine == "local" and ident.model == tiny_model_dir.name
-    assert "transformers/" in ident.engine_version and "torch/" in ident.engine_version
-    assert ident.model_info["checksum"] == model_checksum(tiny_model_dir)
-    assert ident.model_info["chat_template"].endswith("(checkpoint)")
-    assert ident.model_info["image_pixels"] == {"shortest_edge": tiny_qwen.TINY_MIN_PIXELS,
-                                                "longest_edge": tiny_qwen.TINY_MAX_PIXELS}
+    assert engine.identity() == before
+    assert engine.inputs.size == {"shortest_edge": tiny_qwen.TINY_MIN_PIXELS, "longest_edge": 28 * 28 * 8}
+    assert LocalEngine(tiny_model_dir, device="cuda").identity().model_info["dtype"] == "bfloat16"
+
+
+def test_checkpoint_template_is_found_where_servers_look(tmp_path, tiny_model_dir):
+    from spec_vetting.engines.qwen_inputs import DEPLOY_TEMPLATE, checkpoint_chat_template, load_chat_template
+
+    assert checkpoint_chat_template(tiny_model_dir) == DEPLOY_TEMPLATE.read_text()
+    (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
+    assert checkpoint_chat_template(tmp_path) == "{{ messages }}"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert checkpoint_chat_template(empty) is None
+    assert load_chat_template(empty, None) == (DEPLOY_TEMPLATE.read_text(), str(DEPLOY_TEMPLATE))
 
 
 def test_prompt_tokens_count_one_token_per_28px_block(tiny_model_dir):
@@ -264,3 +277,19 @@ def test_concurrent_inspections_all_answer_yes(trained_model_dir):
 def test_fixed_spectrum_is_deterministic():
     a, b = fixed_spectrum(), fixed_spectrum()
     assert np.array_equal(a.flux, b.flux)
+
+
+def test_hub_style_preprocessor_config_is_read(tmp_path, tiny_model_dir):
+    """Qwen2.5-VL checkpoints state min_pixels/max_pixels at the top level of preprocessor_config.json."""
+    import shutil
+
+    folder = tmp_path / "spec-o3-like"
+    shutil.copytree(tiny_model_dir, folder)
+    cfg = json.loads((folder / "preprocessor_config.json").read_text())
+    cfg.pop("size")
+    cfg.update({"min_pixels": 28 * 28 * 2, "max_pixels": 28 * 28 * 12, "processor_class": "Qwen2_5_VLProcessor",
+                "image_processor_type": "Qwen2VLImageProcessor"})
+    (folder / "preprocessor_config.json").write_text(json.dumps(cfg))
+    engine = LocalEngine(folder)
+    engine.load()
+    assert engine.inputs.size == {"shortest_edge": 28 * 28 * 2, "longest_edge": 28 * 28 * 12}

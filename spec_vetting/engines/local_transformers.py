@@ -52,20 +52,18 @@ def _sampling_key(s: Sampling) -> tuple:
     return (s.temperature, s.top_p, s.max_tokens, s.seed, bool(s.logprobs), s.top_logprobs)
 
 
-def _resolve_dtype(dtype, device: str):
-    import torch
+DTYPE_NAMES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
+               "float32": "float32", "fp32": "float32"}
 
+
+def dtype_name(dtype, device: str) -> str:
+    """The weights' dtype by name: "auto"/None is bf16 on a GPU and fp32 on the CPU (fp16 is slow on CPUs)."""
     if dtype is None or dtype == "auto":
-        if device.startswith("cuda") and torch.cuda.is_available() and torch.cuda.is_bf16_supported():
-            return torch.bfloat16
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    names = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
-             "float32": torch.float32, "fp32": torch.float32}
-    if dtype not in names:
-        raise ConfigError(f"unknown dtype {dtype!r}; use one of {sorted(names)} or 'auto'")
-    return names[dtype]
+        return "bfloat16" if str(device).startswith("cuda") else "float32"
+    name = str(dtype).replace("torch.", "")
+    if name not in DTYPE_NAMES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use one of {sorted(DTYPE_NAMES)} or 'auto'")
+    return DTYPE_NAMES[name]
 
 
 def model_checksum(folder: Path) -> str:
@@ -246,17 +244,17 @@ class LocalEngine(Engine):
                 return
             self._check_folder()
             import torch
-            import transformers
             from transformers import AutoTokenizer, GenerationConfig, Qwen2_5_VLForConditionalGeneration
             from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
             if self.device.startswith("cuda") and not torch.cuda.is_available():
                 raise ConfigError(f"device {self.device!r} asked for but torch sees no CUDA GPU; use device='cpu'")
-            dtype = _resolve_dtype(self.dtype_option, self.device)
+            identity = self.identity()  # checks the folder and the template before any weight is read
+            dtype = getattr(torch, identity.model_info["dtype"])
             folder = self.model_path
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
             image_processor = Qwen2VLImageProcessorPil.from_pretrained(folder, local_files_only=True)
-            template, template_source = load_chat_template(folder, tokenizer, self.chat_template_option)
+            template, _ = load_chat_template(folder, self.chat_template_option)
             t0 = time.perf_counter()
             kwargs = {"dtype": dtype, "local_files_only": True}
             if self.attn_implementation:
@@ -272,20 +270,6 @@ class LocalEngine(Engine):
             self._stop_ids = sorted(i for i in stop_ids if i is not None)
             self.tokenizer = tokenizer
             self.model = model
-            self._identity = EngineIdentity(
-                engine=self.name,
-                engine_version=f"{ENGINE_VERSION} transformers/{transformers.__version__} torch/{torch.__version__}",
-                model=folder.name,
-                model_info={
-                    "path": str(folder),
-                    "checksum": model_checksum(folder),
-                    "chat_template": template_source,
-                    "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest(),
-                    "device": self.device,
-                    "dtype": str(dtype).replace("torch.", ""),
-                    "image_pixels": dict(self.inputs.size),
-                },
-            )
 
     async def start(self) -> None:
         if self._executor is None:
@@ -303,8 +287,32 @@ class LocalEngine(Engine):
             self._executor = None
 
     def identity(self) -> EngineIdentity:
+        """Engine and model identity, from the folder's files alone: valid before the weights are loaded."""
         if self._identity is None:
-            raise EngineError("LocalEngine.identity() before start(): call `await engine.start()` first")
+            from importlib.metadata import PackageNotFoundError, version
+
+            self._check_folder()
+            template, source = load_chat_template(self.model_path, self.chat_template_option)
+            try:
+                libs = f"transformers/{version('transformers')} torch/{version('torch')}"
+            except PackageNotFoundError:
+                libs = "transformers/missing"
+            self._identity = EngineIdentity(
+                engine=self.name,
+                engine_version=f"{ENGINE_VERSION} {libs}",
+                model=self.model_path.name,
+                model_info={
+                    "path": str(self.model_path),
+                    "checksum": model_checksum(self.model_path),
+                    "chat_template": source,
+                    "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest(),
+                    "device": self.device,
+                    "dtype": dtype_name(self.dtype_option, self.device),
+                    # None: the checkpoint's own limits (what the model was trained with)
+                    "min_pixels": self.min_pixels,
+                    "max_pixels": self.max_pixels,
+                },
+            )
         return self._identity
 
     def session(self, ctx: InspectionContext) -> EngineSession:

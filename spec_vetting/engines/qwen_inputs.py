@@ -81,15 +81,36 @@ def images_in_order(messages: list[dict[str, Any]]) -> list[Image.Image]:
     return images
 
 
-def load_chat_template(model_path: Path, tokenizer, choice: str | None) -> tuple[str, str]:
+def checkpoint_chat_template(model_path: Path) -> str | None:
+    """The chat template a checkpoint folder carries, looked up where servers look: ``chat_template.jinja``, then
+    ``chat_template`` in ``tokenizer_config.json``, then in the processor's ``chat_template.json``."""
+    import json
+
+    jinja = model_path / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja.read_text(encoding="utf-8")
+    for name in ("tokenizer_config.json", "chat_template.json"):
+        f = model_path / name
+        if not f.is_file():
+            continue
+        try:
+            value = json.loads(f.read_text(encoding="utf-8")).get("chat_template")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def load_chat_template(model_path: Path, choice: str | None) -> tuple[str, str]:
     """The template text and where it came from.
 
     ``choice``: None uses the checkpoint's own template (what a server uses by default) and falls back to the
     shipped Spec-o3 template when the folder has none; ``"deploy"`` the shipped template; anything else a path.
     """
     if choice is None:
-        own = getattr(tokenizer, "chat_template", None)
-        if isinstance(own, str) and own.strip():
+        own = checkpoint_chat_template(model_path)
+        if own is not None:
             return own, f"{model_path.name} (checkpoint)"
         choice = "deploy"
     path = DEPLOY_TEMPLATE if choice == "deploy" else Path(choice)
