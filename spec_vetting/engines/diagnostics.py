@@ -75,6 +75,20 @@ class RestSpectrum:
     good: np.ndarray  # not masked, ivar > 0, finite flux
     redshift: float = 0.0
     _cache: dict = field(default_factory=dict, repr=False)
+    # running sums over good pixels (flux, count, variance), so a window's mean costs two look-ups
+    _cum: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False)
+
+    def cumulative(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._cum is None:
+            zero = np.zeros(1)
+            with np.errstate(divide="ignore"):
+                var = np.where(self.good, 1.0 / np.where(self.good, self.ivar, 1.0), 0.0)
+            self._cum = (
+                np.concatenate([zero, np.cumsum(np.where(self.good, self.flux, 0.0))]),
+                np.concatenate([zero, np.cumsum(self.good)]),
+                np.concatenate([zero, np.cumsum(var)]),
+            )
+        return self._cum
 
     @classmethod
     def from_arrays(cls, wavelength, flux, ivar=None, mask=None, redshift: float | None = 0.0) -> RestSpectrum:
@@ -118,19 +132,19 @@ def _window_stats(rs: RestSpectrum, lo: float, hi: float) -> tuple[float, float,
         if hi <= wmin or lo >= wmax:
             raise NotMeasurable(f"window {lo:.0f}-{hi:.0f} Å is outside the rest-frame coverage {wmin:.0f}-{wmax:.0f} Å")
         covered = (min(hi, wmax) - max(lo, wmin)) / (hi - lo)
-        idx, good = rs.select(lo, hi)
-        if idx.size < 2:
+        i0, i1 = (int(i) for i in np.searchsorted(rs.wavelength, (lo, hi), side="left"))
+        n_all = i1 - i0
+        if n_all < 2:
             raise NotMeasurable(f"window {lo:.0f}-{hi:.0f} Å holds fewer than 2 pixels")
-        frac = covered * np.count_nonzero(good) / idx.size
-        if frac < MIN_COVERAGE:
+        cf, cn, cv = rs.cumulative()
+        n = int(cn[i1] - cn[i0])
+        frac = covered * n / n_all
+        if frac < MIN_COVERAGE or n < 2:
             raise NotMeasurable(
                 f"window {lo:.0f}-{hi:.0f} Å is {100 * (1 - frac):.0f}% masked or outside the coverage"
             )
-        sel = idx[good]
-        f = rs.flux[sel]
-        n = sel.size
-        mean = float(f.mean())
-        err = float(np.sqrt(np.sum(1.0 / rs.ivar[sel])) / n)
+        mean = float(cf[i1] - cf[i0]) / n
+        err = float(np.sqrt(max(float(cv[i1] - cv[i0]), 0.0))) / n
         out = (mean, err, n)
     except NotMeasurable as exc:
         rs._cache[key] = str(exc)
@@ -229,16 +243,16 @@ def continuum_slope(
 
 
 def snr_per_angstrom(rs: RestSpectrum, lo: float, hi: float, name: str = "S/N") -> Measurement:
-    """Median per-pixel S/N in the window scaled to one Å (so surveys with different pixel sizes compare)."""
+    """Typical per-pixel S/N in the window (mean flux over the rms error), scaled to one Å so that surveys with
+    different pixel sizes compare."""
     try:
-        _window_stats(rs, lo, hi)
+        mean, err, n = _window_stats(rs, lo, hi)
     except NotMeasurable as exc:
         return Measurement(name, None, why=str(exc), windows=((lo, hi),))
-    idx, good = rs.select(lo, hi)
-    sel = idx[good]
-    snr = rs.flux[sel] * np.sqrt(rs.ivar[sel])
-    pix = float(np.median(np.diff(rs.wavelength[idx]))) if idx.size > 1 else 1.0
-    return Measurement(name, float(np.median(snr) / np.sqrt(pix)), None, "/Å", windows=((lo, hi),))
+    i0, i1 = np.searchsorted(rs.wavelength, (lo, hi), side="left")
+    pix = (float(rs.wavelength[i1 - 1]) - float(rs.wavelength[i0])) / max(int(i1 - i0) - 1, 1)
+    per_pixel = mean / (err * np.sqrt(n)) if err > 0 else float("inf")
+    return Measurement(name, float(per_pixel / np.sqrt(pix)), None, "/Å", windows=((lo, hi),))
 
 
 def _normalised_profile(
