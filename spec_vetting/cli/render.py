@@ -1,0 +1,74 @@
+"""`spec-vet render PATH [--target ID] [--range MIN MAX] [--redshift Z] [--title T] -o OUT.png`: the picture the
+model sees for a survey file, full view or one zoom window, in the rest frame as the zoom tool plots it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from ..errors import RenderError, SpecVettingError
+
+
+def _target(value: str | None):
+    """DESI TARGETIDs and row numbers are integers; anything else is passed through for the reader to judge."""
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value
+
+
+@click.command("render")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--target", default=None, help="DESI TARGETID (or row number of a trimmed file).")
+@click.option(
+    "--range",
+    "window",
+    nargs=2,
+    type=float,
+    default=None,
+    metavar="MIN MAX",
+    help="Rest-frame window in Å (the zoom tool's wavelength_range); default: the full view.",
+)
+@click.option(
+    "--redshift",
+    type=float,
+    default=None,
+    help="Redshift for the rest frame; default: the survey pipeline's redshift in the file (none = 0).",
+)
+@click.option("--title", default="Spectrum", show_default=True, help="Plot title (the trained default is 'Spectrum').")
+@click.option(
+    "-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True), help="PNG file to write."
+)
+def render(path, target, window, redshift, title, output) -> None:
+    """Draw the Spec-o3 picture of the spectrum in PATH and write it to OUT.png."""
+    from ..io import read_spectrum
+    from ..render import image_tokens, render_spectrum
+
+    if window is not None and not window[0] < window[1]:
+        raise click.UsageError(f"--range {window[0]:g} {window[1]:g}: MIN must be smaller than MAX")
+    try:
+        spectrum = read_spectrum(path, target=_target(target))
+        rest = spectrum.rest_frame(redshift)
+        png = render_spectrum(rest.wavelength, rest.flux, wavelength_range=window, title=title)
+    except RenderError as exc:  # the message names the window, not the file
+        click.echo(f"error: {path}: {exc}", err=True)
+        sys.exit(1)
+    except SpecVettingError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    out = Path(output)
+    out.write_bytes(png)
+    from PIL import Image
+
+    with Image.open(out) as im:
+        width, height = im.size
+    z = spectrum.meta.redshift if redshift is None else redshift
+    click.echo(
+        f"{out}: {width}x{height} px, {image_tokens(width, height)} image tokens; "
+        f"rest frame z={0.0 if z is None else z:g}; "
+        f"{'full view' if window is None else f'window {window[0]:g}-{window[1]:g} Å'}"
+    )
