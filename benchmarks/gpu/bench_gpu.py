@@ -38,13 +38,14 @@ PAPER_GPU_S_PER_SPECTRUM = 0.2 * 8  # 0.2 s per spectrum on one server of 8 H100
 BOS, IM_END = 151643, 151645
 VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD = 151652, 151653, 151655, 151656
 
-# Public configuration shapes (config.json of Qwen/Qwen2.5-VL-7B-Instruct and -3B-Instruct).
+# Public configuration shapes (config.json of Qwen/Qwen2.5-VL-7B-Instruct and -3B-Instruct). The rope settings are
+# written as those files write them (rope_scaling "mrope"), which transformers 4.5x and 5.x both read.
 CONFIGS = {
     "7b": {
         "text": dict(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                      num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=128000,
                      rms_norm_eps=1e-6, use_sliding_window=False, sliding_window=32768, max_window_layers=28,
-                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]},
+                     rope_theta=1000000.0, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
                      bos_token_id=BOS, eos_token_id=IM_END, tie_word_embeddings=False),
         "vision": dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=3584,
                        hidden_act="silu", patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
@@ -55,7 +56,7 @@ CONFIGS = {
         "text": dict(vocab_size=151936, hidden_size=2048, intermediate_size=11008, num_hidden_layers=36,
                      num_attention_heads=16, num_key_value_heads=2, max_position_embeddings=128000,
                      rms_norm_eps=1e-6, use_sliding_window=False, sliding_window=32768, max_window_layers=70,
-                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]},
+                     rope_theta=1000000.0, rope_scaling={"type": "mrope", "mrope_section": [16, 24, 24]},
                      bos_token_id=BOS, eos_token_id=IM_END, tie_word_embeddings=True),
         "vision": dict(depth=32, hidden_size=1280, intermediate_size=3420, num_heads=16, out_hidden_size=2048,
                        hidden_act="silu", patch_size=14, spatial_merge_size=2, temporal_patch_size=2,
@@ -66,7 +67,7 @@ CONFIGS = {
     "smoke": {
         "text": dict(vocab_size=152064, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
-                     rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+                     rope_theta=1000000.0, rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
                      bos_token_id=BOS, eos_token_id=IM_END, tie_word_embeddings=False),
         "vision": dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                        patch_size=14, spatial_merge_size=2, temporal_patch_size=2, window_size=112,
@@ -150,7 +151,11 @@ def build_model(name: str, device: str, dtype):
     torch.manual_seed(0)
     t0 = time.perf_counter()
     with torch.device(device):  # parameters are created (and randomly initialised) on the device itself
-        model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=dtype, attn_implementation="sdpa")
+        try:
+            model = Qwen2_5_VLForConditionalGeneration._from_config(config, dtype=dtype, attn_implementation="sdpa")
+        except TypeError:  # transformers before 4.56 names it torch_dtype
+            model = Qwen2_5_VLForConditionalGeneration._from_config(config, torch_dtype=dtype,
+                                                                     attn_implementation="sdpa")
     model.eval()
     model.generation_config = GenerationConfig()  # explicit sampling only, as the engine does
     if device.startswith("cuda"):
