@@ -36,7 +36,7 @@ GATE_SCORE = -8.0
 #: likelihood on synthetic spectra at one positive to five hard negatives). carbon and ss separate perfectly on the
 #: synthetic set, so their slopes are steep and their thresholds sit in the gap between the classes.
 CALIBRATION: dict[str, tuple[float, float]] = {
-    "cv": (1.265, 0.093),
+    "cv": (1.112, 0.023),
     "carbon": (4.713, -5.680),
     "ss": (7.948, -5.862),
     "gm": (1.574, 1.380),
@@ -102,7 +102,8 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
 
     Terms: Hα emission per 10 Å, Hβ emission per 5 Å (a CV's decrement is flat, so Hβ weighs more than in an M
     dwarf's chromosphere), He I 5876 and He II 4686 per 2 Å, +1 for FWHM ≥ 15 Å (≥ 700 km/s), +1 for two peaks,
-    -1.5 when [S II] is strong against Hα (H II region); offset -2 so a normal star sits near -3.
+    -1.5 when [S II] is strong against Hα (H II region), -3 when Hβ emission comes without the stronger Hα
+    emission of every CV; offset -2 so a normal star sits near -3. A second branch scores a disc in outburst.
     """
     key = [m["ew_ha"], m["ew_hb"]]
     if not any(_usable(x, 4.0) for x in key):
@@ -128,6 +129,10 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
     if m["dp_ha"].ok and _v(m["dp_ha"]) > 300.0:
         s += 1.0
         cited.append("dp_ha")
+    if _usable(m["ew_ha"], 4.0) and e_hb > 5.0 and e_ha < 0.3 * e_hb:
+        # Hβ emission without the stronger Hα a CV always shows: a redshifted line of something else
+        s -= 3.0
+        cited.append("ew_ha")
     if _usable(m["ew_sii"], 2.0) and -_v(m["ew_sii"]) > max(2.0, 0.2 * e_ha):
         s -= 1.5
         cited.append("ew_sii")
