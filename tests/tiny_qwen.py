@@ -394,7 +394,9 @@ def _cache_root(request, tmp_path_factory) -> Path:
     cache = getattr(request.config, "cache", None)
     if cache is not None:  # kept between sessions, keyed by content hashes below
         return Path(cache.mkdir("spec_vetting_tiny_qwen"))
-    return tmp_path_factory.mktemp("tiny_qwen")
+    root = tmp_path_factory.getbasetemp() / "tiny_qwen"  # one per session, shared by every module
+    root.mkdir(exist_ok=True)
+    return root
 
 
 def _build_key() -> dict:
