@@ -105,7 +105,7 @@ def test_auto_shard_size_depends_on_pairs_and_engine_only():
     assert auto_shard_size(job, 10) == 4 and auto_shard_size(job, 3200) == 100 and auto_shard_size(job, 10**6) == 100
     http = job_from_dict({"candidates": ["a"], "out": "o", "engine": {"endpoints": ["http://a/v1", "http://b/v1"]},
                           "max_inflight_per_endpoint": 16})
-    assert auto_shard_size(http, 10) == 128
+    assert auto_shard_size(http, 10) == 256
     assert auto_shard_size(job_from_dict({"candidates": ["a"], "out": "o", "shard_size": 9}), 10) == 9
 
 

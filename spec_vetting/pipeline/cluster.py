@@ -47,7 +47,7 @@ def dask_client(cfg: ClusterConfig, n_shards: int):
         threads_per_worker=cfg.threads_per_worker,
         processes=cfg.processes,
         memory_limit=cfg.memory_limit or "auto",
-        dashboard_address=":0" if cfg.dashboard else None,
+        dashboard_address=":0",  # a free port: never collides with another cluster on 8787
         silence_logs=logging.ERROR,
     )
     try:

@@ -92,7 +92,9 @@ class ClusterConfig(_Strict):
         None, ge=1, description="LocalCluster worker processes (default: CPU count, at most the number of shards)"
     )
     threads_per_worker: int = Field(
-        1, ge=1, description="shards run at once per worker; each shard already runs many inspections concurrently"
+        2, ge=1,
+        description="shards run at once per worker (they share the worker's engine and its caps; 2 lets the next "
+        "shard fill the slots a finishing shard leaves idle)",
     )
     processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
     memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
@@ -136,7 +138,7 @@ class JobConfig(_Strict):
     shard_size: int | None = Field(
         None, ge=1,
         description="candidate-task pairs per shard (one Dask task, the unit of resume); default: about 1/32 of "
-        "the pairs, 4 to 100 (in-process engines) or at least 4 x the in-flight cap (openai)",
+        "the pairs, 4 to 100 (in-process engines) or at least 8 x the in-flight cap (openai)",
     )
     run_id: str | None = Field(
         None, description="id of the run (default: UTC time + short hash); an unfinished run with this id is resumed"
@@ -176,7 +178,7 @@ def auto_shard_size(job: JobConfig, n_pairs: int) -> int:
     size = min(100, max(4, -(-n_pairs // 32)))
     if job.engine.resolved_name == "openai":
         n_endpoints = 1 if job.engine.gateway else max(1, len(job.engine.endpoints))
-        size = max(size, 4 * job.max_inflight_per_endpoint * n_endpoints)
+        size = max(size, 8 * job.max_inflight_per_endpoint * n_endpoints)
     return size
 
 

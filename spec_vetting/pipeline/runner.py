@@ -405,12 +405,15 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
     with dask_client(job.cluster, len(pending)) as (client, n_workers):
         if job.cluster.dashboard and client.dashboard_link:
             echo(f"Dask dashboard: {client.dashboard_link}")
-        engines_in_flight = n_workers * (job.cluster.threads_per_worker if not job.cluster.scheduler_address else 1)
+        # one shared engine per worker process (threads of one process share one)
+        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.scheduler_address) else 1
         per_engine = max(1, math.ceil(job.max_inflight_per_endpoint / engines_in_flight))
         name = job.engine.resolved_name
         options = engine_options(job, per_engine)
         if name == "openai":
-            concurrency = per_engine * len(options["endpoints"])
+            # the engine's per-endpoint caps are the bound; a tighter shard-level bound would let inspections
+            # queued for a busy endpoint hold slots that another endpoint's inspections could use
+            concurrency = 4 * per_engine * len(options["endpoints"])
         else:
             concurrency = job.concurrency
         sampling = Sampling(

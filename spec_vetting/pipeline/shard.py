@@ -2,7 +2,7 @@
 
 Waiting on model servers is what takes time, so a shard runs its inspections concurrently on one asyncio loop
 (bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS decoding happens in a thread so
-it never stalls the loop. Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure
+it never stalls the loop. The engine and its loop live for the whole worker process (:class:`EngineHost`). Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure
 that concerns the whole shard (the engine cannot start, the disk is full) fails the shard, which the run reports
 and a rerun retries.
 """
@@ -10,8 +10,11 @@ and a rerun retries.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import importlib
+import json
 import logging
+import threading
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -118,78 +121,132 @@ async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext
     return await run_inspection(ctx, task, engine, **kwargs)
 
 
-async def run_shard_async(spec: ShardSpec) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    store = RunStore(spec.root, spec.run_id, spec.run_date)
-    engine = build_engine(spec.engine_name, spec.engine_options)
-    try:
-        await engine.start()
-    except Exception as exc:
-        raise ShardFailedError(
-            f"shard {spec.shard_id}: the {spec.engine_name} engine could not start ({exc}); "
-            "check the endpoints/model and rerun the same command to resume"
-        ) from exc
-    try:
-        identity = engine.identity()
-        rversion = renderer_version()
-        tasks_cache: dict = {}
-        sem = asyncio.Semaphore(max(1, spec.concurrency))
-        # one read per candidate even when it runs several tasks; dropped when its last task is done
-        reads: dict[str, asyncio.Future] = {}
-        remaining = Counter(str(i.candidate.candidate_id) for i in spec.items)
-        results: list[tuple[WorkItem, Any, Any, float | None]] = [None] * len(spec.items)  # type: ignore
+async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
+    """Run every pair of the shard on ``engine`` (started) in the running loop; one result per pair, in order."""
+    identity = engine.identity()
+    rversion = renderer_version()
+    tasks_cache: dict = {}
+    sem = asyncio.Semaphore(max(1, spec.concurrency))
+    # one read per candidate even when it runs several tasks; dropped when its last task is done
+    reads: dict[str, asyncio.Future] = {}
+    remaining = Counter(str(i.candidate.candidate_id) for i in spec.items)
+    results: list = [None] * len(spec.items)
 
-        async def load(cand):
-            cid = str(cand.candidate_id)
-            if cid not in reads:
-                reads[cid] = asyncio.ensure_future(asyncio.to_thread(cand.load_spectrum))
-            return await reads[cid]
+    async def load(cand):
+        cid = str(cand.candidate_id)
+        if cid not in reads:
+            # FITS decoding is CPU work: a thread keeps the loop free for the other inspections' I/O
+            reads[cid] = asyncio.ensure_future(asyncio.to_thread(cand.load_spectrum))
+        return await reads[cid]
 
-        async def one(n: int, item: WorkItem) -> None:
-            cand = item.candidate
-            cid = str(cand.candidate_id)
-            spectrum = None
-            z = None
-            try:
-                async with sem:
-                    task = _task_for(item, spec.tasks_file, tasks_cache)
-                    try:
-                        spectrum = await load(cand)
-                    except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
-                        kind = getattr(exc, "kind", None) or "read_error"
-                        if isinstance(exc, FileNotFoundError):
-                            kind = "read_error"
-                        result = error_result(
-                            cid, item.task, kind, _message(exc, cand), identity=identity,
-                            prompt_version=task.version, renderer_version=rversion,
-                        )
-                    else:
-                        z = _redshift_of(spectrum, cand)
-                        ctx = InspectionContext(
-                            candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
-                            extra={"shard_id": spec.shard_id},
-                        )
-                        result = await _inspect(spec, engine, task, ctx)
-            except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
-                log.exception("candidate %s task %s failed inside the pipeline", cid, item.task)
-                result = error_result(
-                    cid, item.task, getattr(exc, "kind", "internal_error"), f"{type(exc).__name__}: {exc}",
-                    identity=identity, renderer_version=rversion,
-                )
-            finally:
-                remaining[cid] -= 1
-                if remaining[cid] <= 0:
-                    reads.pop(cid, None)
-            results[n] = (item, result, spectrum, z)
-
-        await asyncio.gather(*(one(n, item) for n, item in enumerate(spec.items)))
-    finally:
+    async def one(n: int, item: WorkItem) -> None:
+        cand = item.candidate
+        cid = str(cand.candidate_id)
+        spectrum = None
+        z = None
         try:
-            await engine.close()
-        except Exception:  # closing must not turn a finished shard into a failed one
-            log.warning("engine close failed in shard %s", spec.shard_id, exc_info=True)
+            async with sem:
+                task = _task_for(item, spec.tasks_file, tasks_cache)
+                try:
+                    spectrum = await load(cand)
+                except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
+                    result = error_result(
+                        cid, item.task, getattr(exc, "kind", None) or "read_error", _message(exc, cand),
+                        identity=identity, prompt_version=task.version, renderer_version=rversion,
+                    )
+                else:
+                    z = _redshift_of(spectrum, cand)
+                    ctx = InspectionContext(
+                        candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
+                        extra={"shard_id": spec.shard_id},
+                    )
+                    result = await _inspect(spec, engine, task, ctx)
+        except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
+            log.exception("candidate %s task %s failed inside the pipeline", cid, item.task)
+            result = error_result(
+                cid, item.task, getattr(exc, "kind", "internal_error"), f"{type(exc).__name__}: {exc}",
+                identity=identity, renderer_version=rversion,
+            )
+        finally:
+            remaining[cid] -= 1
+            if remaining[cid] <= 0:
+                reads.pop(cid, None)
+        results[n] = (item, result, spectrum, z)
 
-    return _write_shard(spec, store, results, time.perf_counter() - t0)
+    await asyncio.gather(*(one(n, item) for n, item in enumerate(spec.items)))
+    return results
+
+
+class EngineHost:
+    """One started engine per worker process, on its own event loop thread, shared by the shards it runs.
+
+    Sharing it makes the per-endpoint cap hold for the whole worker (not per shard), lets two shards overlap so
+    one's tail does not leave endpoint slots idle, and loads a local model's weights once per worker.
+    """
+
+    def __init__(self, name: str, options: dict[str, Any]):
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="spec-vet-engine-loop", daemon=True)
+        self.thread.start()
+        self.engine = build_engine(name, options)
+        try:
+            self.run(self.engine.start())
+        except BaseException:
+            self.stop(close_engine=False)
+            raise
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self, close_engine: bool = True) -> None:
+        if close_engine:
+            try:
+                asyncio.run_coroutine_threadsafe(self.engine.close(), self.loop).result(timeout=10)
+            except Exception:  # at exit: nothing more to do about it
+                log.debug("engine close failed", exc_info=True)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+
+
+_HOSTS: dict[str, EngineHost] = {}
+_HOSTS_LOCK = threading.Lock()
+
+
+def engine_host(name: str, options: dict[str, Any]) -> EngineHost:
+    key = json.dumps([name, options], sort_keys=True, default=repr)
+    with _HOSTS_LOCK:
+        host = _HOSTS.get(key)
+        if host is None:
+            try:
+                host = EngineHost(name, options)
+            except Exception as exc:
+                raise ShardFailedError(
+                    f"the {name} engine could not start ({exc}); check the endpoints/model and rerun the same "
+                    "command to resume"
+                ) from exc
+            _HOSTS[key] = host
+        return host
+
+
+@atexit.register
+def _close_hosts() -> None:
+    with _HOSTS_LOCK:
+        hosts = list(_HOSTS.values())
+        _HOSTS.clear()
+    for host in hosts:
+        host.stop()
+
+
+async def run_shard_async(spec: ShardSpec) -> dict[str, Any]:
+    """The shard on a private engine in the running loop (benchmarks, embedding); start to close."""
+    t0 = time.perf_counter()
+    engine = build_engine(spec.engine_name, spec.engine_options)
+    await engine.start()
+    try:
+        results = await inspect_items(spec, engine)
+    finally:
+        await engine.close()
+    return _write_shard(spec, RunStore(spec.root, spec.run_id, spec.run_date), results, time.perf_counter() - t0)
 
 
 def _message(exc: BaseException, cand) -> str:
@@ -238,5 +295,8 @@ def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> d
 
 
 def run_shard(spec: ShardSpec) -> dict[str, Any]:
-    """Dask task entry point: run the shard on a fresh event loop in this worker thread."""
-    return asyncio.run(run_shard_async(spec))
+    """Dask task entry point: the shard's inspections on this worker's shared engine, then its files."""
+    t0 = time.perf_counter()
+    host = engine_host(spec.engine_name, spec.engine_options)
+    results = host.run(inspect_items(spec, host.engine))
+    return _write_shard(spec, RunStore(spec.root, spec.run_id, spec.run_date), results, time.perf_counter() - t0)

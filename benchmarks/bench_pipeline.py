@@ -1,0 +1,182 @@
+"""Pipeline benchmarks: overhead per inspection, and throughput against slow OpenAI-compatible servers.
+
+1. Overhead: an engine that answers at once (scripted: one zoom, then the answer), rendering replaced by a constant
+   PNG, spectra already in memory (inline candidates). CPU ms per inspection of the shard path (loop, rows,
+   Parquet, markers) and of a whole `run_job` on a threads LocalCluster (Dask, manifest, progress included).
+   Target: <= 5 ms per inspection.
+2. Throughput: E fake servers (tests/fake_server.py) answering each request after D seconds, a cap of C in-flight
+   inspections per endpoint over the cluster, 2 requests per inspection. The concurrency-limited rate is
+   E*C / (2*D); achieved = inspections / (last end - first start) from the catalog's own timestamps. 1 and 2
+   worker processes. Target: >= 90 % of the limit.
+
+    .venv/bin/python benchmarks/bench_pipeline.py [--n 300] [--throughput-n 160] [--delay 0.25] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+FAST_RENDER = """
+import io
+from PIL import Image
+_b = io.BytesIO()
+Image.new("RGB", (4, 4), "white").save(_b, format="PNG")
+import spec_vetting.inspect.zoom as _z
+_z._default_renderer = lambda: (lambda *a, **k: _b.getvalue())
+"""
+
+SCRIPT = [
+    '<think>zoom</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
+    '{"wavelength_range": [6500, 6620]}}\n</tool_call>',
+    "<think>ok</think>\n<answer>\\boxed{YES} broad lines</answer>",
+]
+
+
+def _install_fast_render(tmp: Path) -> None:
+    """Constant pictures here and in every worker process (they import sitecustomize from PYTHONPATH)."""
+    site = tmp / "_site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(FAST_RENDER)
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])
+    exec(FAST_RENDER, {})
+
+
+def _candidates(n: int):
+    from spec_vetting.io.candidates import Candidate, InlineSpectrum
+    from spec_vetting.io.synthetic import make_spectrum
+
+    base = make_spectrum("cv", seed=1)
+    return [
+        Candidate(candidate_id=f"b-{i}", task="cv", ra=10.0 + i * 1e-3, dec=5.0,
+                  inline=InlineSpectrum(wavelength=base.wavelength, flux=base.flux, redshift=0.0))
+        for i in range(n)
+    ]
+
+
+def bench_overhead(n: int, tmp: Path) -> dict:
+    from spec_vetting.engines.base import Sampling
+    from spec_vetting.pipeline import job_from_dict, runner
+    from spec_vetting.pipeline.plan import WorkItem
+    from spec_vetting.pipeline.shard import ShardSpec, run_shard_async
+
+    cands = _candidates(n)
+    spec = ShardSpec(root=str(tmp / "shard"), run_id="bench", run_date="2024-01-01", shard_id="s0",
+                     items=[WorkItem(c, "cv") for c in cands], engine_name="scripted",
+                     engine_options={"replies": SCRIPT}, sampling=Sampling(), concurrency=32)
+    asyncio.run(run_shard_async(ShardSpec(**{**spec.__dict__, "items": spec.items[:5], "shard_id": "warm"})))
+    c0, w0 = time.process_time(), time.perf_counter()
+    asyncio.run(run_shard_async(spec))
+    shard_cpu_ms = (time.process_time() - c0) / n * 1e3
+    shard_wall_ms = (time.perf_counter() - w0) / n * 1e3
+
+    runner.load_all_candidates = lambda sources: cands
+    job = job_from_dict({"candidates": ["inline"], "out": str(tmp / "job"), "engine": {"name": "scripted",
+                         "options": {"replies": SCRIPT}}, "shard_size": 100,
+                         "cluster": {"processes": False, "workers": 1, "dashboard": False}})
+    c0, w0 = time.process_time(), time.perf_counter()
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert out.summary["n_verdicts"] == n
+    return {
+        "n": n,
+        "shard_cpu_ms_per_inspection": round(shard_cpu_ms, 3),
+        "shard_wall_ms_per_inspection": round(shard_wall_ms, 3),
+        "run_job_cpu_ms_per_inspection": round((time.process_time() - c0) / n * 1e3, 3),
+        "run_job_wall_s": round(time.perf_counter() - w0, 2),
+    }
+
+
+def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, workers: int, tmp: Path) -> dict:
+    from fake_server import FakeOpenAIServer
+
+    from spec_vetting.catalog import read_verdicts
+    from spec_vetting.pipeline import job_from_dict, runner
+
+    cands = _candidates(n)
+    runner.load_all_candidates = lambda sources: cands
+    servers = [FakeOpenAIServer(delay_s=delay) for _ in range(endpoints)]
+    for s in servers:
+        s.__enter__()
+    try:
+        root = tmp / f"tp-{workers}"
+        job = job_from_dict({
+            "candidates": ["inline"], "out": str(root),
+            "engine": {"endpoints": [s.base_url for s in servers], "timeout_s": 30},
+            "max_inflight_per_endpoint": inflight,
+            "cluster": {"processes": True, "workers": workers, "dashboard": False},
+        })
+        w0 = time.perf_counter()
+        out = runner.run_job(job, progress=False, echo=lambda s: None)
+        wall = time.perf_counter() - w0
+    finally:
+        for s in servers:
+            s.__exit__(None, None, None)
+    rows = read_verdicts(root, out.run_id, columns=["verdict", "started_at", "elapsed_s"]).to_pylist()
+    assert len(rows) == n and all(r["verdict"] == "YES" for r in rows), {r["verdict"] for r in rows}
+    start = min(r["started_at"].timestamp() for r in rows)
+    end = max(r["started_at"].timestamp() + r["elapsed_s"] for r in rows)
+    limit = endpoints * inflight / (2 * delay)
+    achieved = n / (end - start)
+    # the engine pins each candidate to an endpoint by hash: the busiest endpoint's share bounds the rate
+    from collections import Counter
+
+    from spec_vetting.catalog import read_turns
+
+    first_turns = [t["endpoint"] for t in read_turns(root, out.run_id, columns=["turn", "endpoint"]).to_pylist()
+                   if t["turn"] == 0]
+    max_share = max(Counter(first_turns).values()) / len(first_turns)
+    routed_limit = inflight / (2 * delay * max_share)
+    return {
+        "workers": workers, "n": n, "endpoints": endpoints, "inflight_per_endpoint": inflight, "delay_s": delay,
+        "limit_per_s": round(limit, 2), "achieved_per_s": round(achieved, 2),
+        "fraction_of_limit": round(achieved / limit, 3),
+        "busiest_endpoint_share": round(max_share, 3), "limit_given_routing_per_s": round(routed_limit, 2),
+        "fraction_of_routed_limit": round(achieved / routed_limit, 3),
+        "wall_s_including_cluster_start": round(wall, 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--throughput-n", type=int, default=160)
+    ap.add_argument("--delay", type=float, default=0.25)
+    ap.add_argument("--endpoints", type=int, default=2)
+    ap.add_argument("--inflight", type=int, default=4)
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results = {}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        _install_fast_render(tmp)
+        results["overhead"] = bench_overhead(args.n, tmp)
+        if not args.skip_throughput:
+            results["throughput"] = [
+                bench_throughput(args.throughput_n, args.delay, args.endpoints, args.inflight, w, tmp) for w in (1, 2)
+            ]
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return
+    o = results["overhead"]
+    print(f"overhead: {o['shard_cpu_ms_per_inspection']} CPU ms/inspection in a shard "
+          f"({o['run_job_cpu_ms_per_inspection']} with Dask and run bookkeeping), n={o['n']}, target <= 5")
+    for t in results.get("throughput", []):
+        print(f"throughput, {t['workers']} worker(s): {t['achieved_per_s']}/s of a {t['limit_per_s']}/s limit "
+              f"({t['fraction_of_limit']:.0%}; {t['endpoints']} endpoints x {t['inflight_per_endpoint']} in flight, "
+              f"{t['delay_s']} s per turn, n={t['n']}; wall {t['wall_s_including_cluster_start']} s with start-up); "
+              f"busiest endpoint got {t['busiest_endpoint_share']:.0%} of the candidates, so the limit given the "
+              f"sticky routing is {t['limit_given_routing_per_s']}/s: {t['fraction_of_routed_limit']:.0%} of it")
+
+
+if __name__ == "__main__":
+    main()
