@@ -112,7 +112,10 @@ def calibrate() -> None:
         scores = np.array([s for s, _ in pts])
         labels = np.array([1.0 if pos else 0.0 for _, pos in pts])
         a, b = fit_logistic(scores, labels)
-        m = metrics(res["rows"])
+        # metrics as the engine will decide with the fitted constants (gated rows stay NO)
+        refit = [(k, pos, None if v is None else ("YES" if s is not None and s != GATE_SCORE and a * s + b >= 0
+                                                  else "NO"), s, None) for k, pos, v, s, _ in res["rows"]]
+        m = metrics(refit)
         print(f"{task}: a={a:.3f} b={b:.3f} threshold score={-b / a:+.2f} (calibration acc {m['acc']:.3f}, "
               f"F1 {m['f1']:.3f}, decided {m['decided']:.3f})")
         lines.append(f'    "{task}": ({a:.3f}, {b:.3f}),')
