@@ -110,6 +110,12 @@ def test_no_answer_no_call_is_undecided_with_reason():
     assert "max_tokens" in r.reason
 
 
+def test_engine_abstain_reason_is_recorded():
+    why = "Hα window masked: no good pixel in 6540-6590 Å"
+    r = run(ScriptedEngine([EngineReply(text="<think>The Hα window is unusable.</think>", abstain_reason=why)]))
+    assert r.verdict == "UNDECIDED" and r.reason == why
+
+
 def test_recovered_verdict_kept_and_flagged():
     r = run(ScriptedEngine(["Yes, it is a CV"]))
     assert (r.verdict, r.status, r.fallback) == ("YES", "recovered", "word_anywhere")

@@ -145,7 +145,8 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
                 return
             rec.tool_call = decision.call
             if decision.action == "stop":
-                raise _Stop(decision.reason or "no verdict")
+                # an engine that abstains on purpose (the rules engine on unusable data) says why
+                raise _Stop(reply.abstain_reason or decision.reason or "no verdict")
             zr = await asyncio.get_running_loop().run_in_executor(None, tool_result_for, decision.call, zoom)
             rec.tool_response_text = cut_tool_response(zr.text)
             rec.image_png = zr.image_png
