@@ -158,6 +158,7 @@ def _undecided(spectrum, task, redshift=0.0):
     assert final.abstain_reason and final.p_yes is None
     r = inspect(spectrum, task, redshift=redshift)
     assert r.verdict == "UNDECIDED"
+    assert r.reason == final.abstain_reason  # the result says why, in the engine's words
     return final
 
 
