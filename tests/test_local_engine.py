@@ -293,3 +293,32 @@ def test_hub_style_preprocessor_config_is_read(tmp_path, tiny_model_dir):
     engine = LocalEngine(folder)
     engine.load()
     assert engine.inputs.size == {"shortest_edge": 28 * 28 * 2, "longest_edge": 28 * 28 * 12}
+
+
+def test_one_engine_serves_event_loops_in_several_threads(tiny_model_dir):
+    """A worker may drive the engine from more than one event loop; each gets its own replies."""
+    import threading
+
+    from spec_vetting.engines.local_transformers import GenerationRequest
+
+    engine = LocalEngine(tiny_model_dir, batch_wait_ms=20)
+    prompts = [[{"role": "user", "content": f"prompt number {i}"}] for i in range(2)]
+    expected = [engine.complete_openai(p, Sampling(max_tokens=6)).text for p in prompts]
+    _run(engine.start())
+    got: dict[int, list[str]] = {}
+
+    def worker(i: int) -> None:
+        async def main():
+            reqs = [engine.complete_async(GenerationRequest(prompts[(i + k) % 2], Sampling(max_tokens=6)))
+                    for k in range(2)]
+            return [r.text for r in await asyncio.gather(*reqs)]
+
+        got[i] = asyncio.run(main())
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    _run(engine.close())
+    assert got == {0: expected, 1: expected[::-1]}

@@ -21,6 +21,7 @@ import logging
 import struct
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,41 +119,51 @@ class _TopLogprobRecorder:
         self._prev = None
 
 
+class _LoopQueue:
+    """The turns waiting on one event loop, and the task that feeds them to the worker thread."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, work):
+        self.pending: list[tuple[GenerationRequest, asyncio.Future]] = []
+        self.wakeup = asyncio.Event()
+        self.worker = loop.create_task(work(self), name="spec-vet-local-batcher")
+
+
 class _MicroBatcher:
-    """Collects concurrent requests for a few milliseconds and runs them as one batch in the worker thread."""
+    """Collects concurrent requests for a few milliseconds and runs them as one batch in the worker thread.
+
+    Each event loop that submits gets its own queue (a shard's loop, a test's ``asyncio.run``); all share the one
+    worker thread, so generation stays serial on the model.
+    """
 
     def __init__(self, run_batch, executor: ThreadPoolExecutor, max_batch: int, wait_s: float):
         self._run_batch = run_batch
         self._executor = executor
         self._max_batch = max(1, int(max_batch))
         self._wait_s = wait_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pending: list[tuple[GenerationRequest, asyncio.Future]] = []
-        self._wakeup: asyncio.Event | None = None
-        self._worker: asyncio.Task | None = None
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = weakref.WeakKeyDictionary()
 
     async def submit(self, request: GenerationRequest) -> EngineReply:
         loop = asyncio.get_running_loop()
-        if self._loop is not loop:  # a new event loop (a new shard, a new asyncio.run): start afresh on it
-            self._loop, self._pending, self._wakeup = loop, [], asyncio.Event()
-            self._worker = loop.create_task(self._work(), name="spec-vet-local-batcher")
+        queue = self._queues.get(loop)
+        if queue is None or queue.worker.done():
+            queue = self._queues[loop] = _LoopQueue(loop, self._work)
         fut = loop.create_future()
-        self._pending.append((request, fut))
-        self._wakeup.set()
+        queue.pending.append((request, fut))
+        queue.wakeup.set()
         return await fut
 
-    async def _work(self) -> None:
+    async def _work(self, q: _LoopQueue) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            if len(self._pending) < self._max_batch and self._wait_s > 0:
+            await q.wakeup.wait()
+            q.wakeup.clear()
+            if len(q.pending) < self._max_batch and self._wait_s > 0:
                 await asyncio.sleep(self._wait_s)  # let the other sessions' turns arrive
-            while self._pending:
-                key = _sampling_key(self._pending[0][0].sampling)
-                batch = [(r, f) for r, f in self._pending if _sampling_key(r.sampling) == key][: self._max_batch]
+            while q.pending:
+                key = _sampling_key(q.pending[0][0].sampling)
+                batch = [(r, f) for r, f in q.pending if _sampling_key(r.sampling) == key][: self._max_batch]
                 taken = {id(f) for _, f in batch}
-                self._pending = [(r, f) for r, f in self._pending if id(f) not in taken]
+                q.pending = [(r, f) for r, f in q.pending if id(f) not in taken]
                 batch = [(r, f) for r, f in batch if not f.done()]  # drop turns whose inspection was cancelled
                 if not batch:
                     continue
@@ -168,8 +179,18 @@ class _MicroBatcher:
                             f.set_result(reply)
 
     def cancel(self) -> None:
-        if self._worker is not None and not self._worker.done():
-            self._worker.cancel()
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        for loop, queue in list(self._queues.items()):
+            if queue.worker.done():
+                continue
+            if loop is current:
+                queue.worker.cancel()
+            elif not loop.is_closed():  # another thread's loop: ask it to cancel its own task
+                loop.call_soon_threadsafe(queue.worker.cancel)
+        self._queues.clear()
 
 
 class LocalEngine(Engine):
