@@ -18,6 +18,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import math
+import re
 import struct
 import threading
 import time
@@ -517,7 +519,7 @@ class LocalEngine(Engine):
                 continue
             for verdict, words in VERDICT_WORDS.items():
                 if any((lead + w).startswith(s) or s.startswith(lead + w) for w in words):
-                    mass[verdict] += float(2.718281828459045**lp)
+                    mass[verdict] += math.exp(lp)
                     break
         total = mass["YES"] + mass["NO"]
         return None if total <= 0 else mass["YES"] / total
@@ -525,8 +527,6 @@ class LocalEngine(Engine):
 
 def verdict_position(text: str) -> int | None:
     """Index of the first letter of the boxed verdict (in the last ``<answer>`` block when there is one)."""
-    import re
-
     start = 0
     answers = [m.start() for m in re.finditer(r"<answer>", text)]
     if answers:
