@@ -61,14 +61,15 @@ class SizeClass:
 
 #: Every size class of the trained routine. Pixel sizes vary by a pixel or two with the tick labels (tight
 #: bounding box); the token count is what the typical size costs. Width x1.05 (>10000 points) and x0.95 (<50)
-#: variants are listed for the full view's largest and the windows' smallest class, where the references have them.
+#: variants are listed where surveys produce them (a LAMOST pixel is ~1.4 Å, so windows under 50 Å hold < 50 points).
 SIZE_CLASSES: tuple[SizeClass, ...] = (
     SizeClass("full", "> 3000", style.FULL_VIEW_SIZES[0][1], (792, 472)),
     SizeClass("full", "> 3000, > 10000 points", (10.5, 6.0), (832, 472)),
     SizeClass("full", "1000 - 3000", style.FULL_VIEW_SIZES[1][1], (632, 392)),
     SizeClass("full", "200 - 1000", style.FULL_VIEW_SIZES[2][1], (551, 352)),
-    SizeClass("full", "<= 200", style.FULL_VIEW_DEFAULT_SIZE, (447, 312)),
-    SizeClass("window", "< 50", style.WINDOW_SIZES[0][1], (447, 312)),
+    SizeClass("full", "<= 200", style.FULL_VIEW_DEFAULT_SIZE, (472, 312)),
+    SizeClass("window", "< 50", style.WINDOW_SIZES[0][1], (472, 312)),
+    SizeClass("window", "< 50, < 50 points (LAMOST)", (5.7, 4.0), (447, 312)),
     SizeClass("window", "50 - 200", style.WINDOW_SIZES[1][1], (551, 352)),
     SizeClass("window", "50 - 200, < 50 points", (6.65, 4.5), (523, 352)),
     SizeClass("window", "200 - 1000", style.WINDOW_SIZES[2][1], (632, 392)),
