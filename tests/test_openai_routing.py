@@ -68,3 +68,48 @@ def test_slots_cap_and_release():
         return router.states["http://a/v1"].in_flight
 
     assert asyncio.run(main()) == 2
+
+
+def test_full_preferred_endpoint_spills_to_the_least_loaded_one():
+    a, b, c = "http://a/v1", "http://b/v1", "http://c/v1"
+    router = Router([a, b, c], max_inflight_per_endpoint=2, health_interval_s=0)
+    key = "cand-7"
+    preferred = pick_endpoint(key, [a, b, c])
+    others = [e for e in (a, b, c) if e != preferred]
+
+    async def main():
+        got = [await router.acquire(key), await router.acquire(key)]
+        assert got == [preferred, preferred]  # sticky while the preferred endpoint has room
+        router.states[others[0]].in_flight = 1  # one busy, one idle
+        spill = await router.acquire(key)
+        assert spill == others[1]  # the idle one, not a queue behind the full one
+        router.states[others[0]].in_flight = 2
+        router.states[others[1]].in_flight = 2
+        waiter = asyncio.create_task(router.acquire(key))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # everything full: wait
+        router.release(others[0])  # a slot frees anywhere: the waiter takes it
+        assert await asyncio.wait_for(waiter, 1.0) == others[0]
+        router.release(preferred)
+        assert await router.acquire(key) == preferred  # back home once there is room
+
+    asyncio.run(main())
+
+
+def test_waiters_skip_an_endpoint_that_died():
+    a, b = "http://a/v1", "http://b/v1"
+    router = Router([a, b], max_inflight_per_endpoint=1, health_interval_s=0)
+
+    async def main():
+        first = [await router.acquire("x"), await router.acquire("y")]
+        waiter = asyncio.create_task(router.acquire("z"))
+        await asyncio.sleep(0.02)
+        router.mark_unhealthy(first[0], "test")
+        router.release(first[0])  # its slot frees, but it is dead: the waiter must not take it
+        await asyncio.sleep(0.02)
+        assert not waiter.done()
+        router.release(first[1])
+        return await asyncio.wait_for(waiter, 1.0), first[1]
+
+    got, alive = asyncio.run(main())
+    assert got == alive

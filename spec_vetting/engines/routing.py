@@ -45,7 +45,7 @@ def pick_endpoint(key: str, endpoints: list[str]) -> str:
 @dataclass
 class EndpointState:
     url: str  # base URL including /v1
-    slots: asyncio.Semaphore
+    capacity: int  # in-flight inspections allowed at once
     healthy: bool = True
     last_error: str | None = None
     last_checked: float = 0.0
@@ -85,9 +85,10 @@ class Router:
             raise ValueError("at least one endpoint is needed")
         if max_inflight_per_endpoint < 1:
             raise ValueError("max_inflight_per_endpoint must be at least 1")
-        self.states = {u: EndpointState(u, asyncio.Semaphore(max_inflight_per_endpoint)) for u in endpoints}
+        self.states = {u: EndpointState(u, max_inflight_per_endpoint) for u in endpoints}
         self.health_interval_s = health_interval_s
         self._poller: asyncio.Task | None = None
+        self._slot_freed: asyncio.Event | None = None  # created on first use, inside the running loop
 
     @property
     def healthy(self) -> list[str]:
@@ -105,6 +106,7 @@ class Router:
         for (ok, why), (url, s) in zip(results, self.states.items(), strict=True):
             if ok and not s.healthy:
                 log.info("endpoint %s is healthy again", url)
+                self._wake()  # its free slots can take waiting inspections
             s.healthy, s.last_checked = ok, time.time()
             if not ok:
                 s.last_error = why
@@ -138,19 +140,42 @@ class Router:
                               kind="no_healthy_endpoint")
         return pick_endpoint(key, healthy)
 
+    def pick(self, key: str) -> str | None:
+        """The endpoint a new inspection with ``key`` should start on, or None when every healthy one is full.
+
+        The candidate's own endpoint (rendezvous hash) when it has a free slot: its other tasks share the picture
+        and the system prompt, so the replica's prefix cache already holds them. Otherwise the healthy endpoint
+        with the most free slots (hash order breaks ties), so a hash split that happens to be uneven never leaves
+        a replica idle while inspections queue for another. Every turn of an inspection then stays where it
+        started: the session holds the endpoint.
+        """
+        preferred = self.choose(key)  # raises when no endpoint is healthy
+        if self.states[preferred].in_flight < self.states[preferred].capacity:
+            return preferred
+        free = [s for s in self.states.values() if s.healthy and s.in_flight < s.capacity]
+        if not free:
+            return None
+        return max(free, key=lambda s: (s.capacity - s.in_flight, rendezvous_score(key, s.url))).url
+
     async def acquire(self, key: str) -> str:
-        """The endpoint for ``key`` with one of its slots taken; :meth:`release` gives it back."""
+        """An endpoint for ``key`` with one of its slots taken; :meth:`release` gives it back."""
+        if self._slot_freed is None:
+            self._slot_freed = asyncio.Event()
         while True:
-            url = self.choose(key)
-            s = self.states[url]
-            await s.slots.acquire()
-            if s.healthy:  # it may have died while we waited for a slot
-                s.in_flight += 1
+            # no await between clearing, picking and waiting: a release in between cannot be missed
+            self._slot_freed.clear()
+            url = self.pick(key)
+            if url is not None:
+                self.states[url].in_flight += 1
                 return url
-            s.slots.release()
+            await self._slot_freed.wait()
 
     def release(self, url: str) -> None:
         s = self.states[url]
         s.in_flight -= 1
         s.served += 1
-        s.slots.release()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._slot_freed is not None:
+            self._slot_freed.set()
