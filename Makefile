@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 DEMO_OUT ?= demo-out
 
-.PHONY: setup test demo bench clean browser
+.PHONY: setup test demo clean browser
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,9 +35,9 @@ demo: $(VENV)/.installed
 	  --task cv --task carbon --task ss --task gm --task wd \
 	  --engine rules --out $(DEMO_OUT)/catalog --workers 2
 	$(VENV)/bin/spec-vet catalog summary $(DEMO_OUT)/catalog
-
-bench: $(VENV)/.installed
-	$(PY) benchmarks/run_all.py
+	$(VENV)/bin/spec-vet eval $(DEMO_OUT)/catalog
+	$(VENV)/bin/spec-vet report $(DEMO_OUT)/catalog -o $(DEMO_OUT)/report
+	@echo "catalog: $(DEMO_OUT)/catalog   review page: $(DEMO_OUT)/report/index.html (open it from disk)"
 
 clean:
 	rm -rf $(VENV) $(DEMO_OUT) *.egg-info

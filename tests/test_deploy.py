@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from spec_vetting.pipeline.config import job_from_dict
+
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 SCRIPTS = ["sglang/launch.sh", "slurm/spec-vet.sbatch", "k8s/apply.sh", "compose/up.sh"]
 
@@ -35,16 +37,21 @@ def test_launch_dry_run_prints_one_command_per_replica_with_port_and_template():
         assert argv[argv.index("--model-path") + 1] == "/nonexistent/model"
         assert "--enable-metrics" in argv and "--enable-cache-report" in argv
         assert yaml.safe_load(argv[argv.index("--mm-process-config") + 1])["image"]["max_pixels"] >= 792 * 472
-    # the job-file lines that follow parse as YAML and name every replica
+    # the job-file lines that follow are a valid part of a job file and name every replica
     job = yaml.safe_load("\n".join(ln for ln in lines if not ln.startswith("CUDA_VISIBLE_DEVICES")))
     assert len(job["engine"]["endpoints"]) == 8
     assert all(e.endswith("/v1") for e in job["engine"]["endpoints"])
+    config = job_from_dict({**job, "candidates": ["list.csv"], "tasks": ["cv"], "out": "catalog"})
+    assert config.engine.resolved_name == "openai" and config.max_inflight_per_endpoint == 32
 
 
 def test_launch_gateway_uses_manual_routing():
     lines = dry("sglang/launch.sh", "--gpus", "2", "--model", "m", "--gateway", "29000", "--dry-run")
     router = [ln for ln in lines if "sglang_router" in ln]
     assert len(router) == 1 and "--policy manual" in router[0]
+    job = yaml.safe_load("\n".join(ln for ln in lines if not ln.startswith(("CUDA_VISIBLE_DEVICES", "python3"))))
+    config = job_from_dict({**job, "candidates": ["list.csv"], "tasks": ["cv"], "out": "catalog"})
+    assert config.engine.gateway.endswith(":29000/v1")
     assert "http://127.0.0.1:30000" in router[0] and "http://127.0.0.1:30001" in router[0]
 
 

@@ -95,20 +95,21 @@ gateway_cmd() {
 }
 
 job_lines() {
+  local host i
+  host="$(hostname -f 2>/dev/null || echo localhost)"
   echo "# job-file lines (spec-vet run JOB.yaml) for these replicas:"
   echo "engine:"
   echo "  name: openai"
   echo "  model: $served_name"
   if [ -n "$gateway" ]; then
-    echo "  endpoints: [\"http://$(hostname -f 2>/dev/null || echo localhost):$gateway/v1\"]  # gateway, sticky by candidate id"
-    echo "  max_inflight_per_endpoint: $((32 * gpus))"
+    echo "  gateway: http://$host:$gateway/v1   # sticky by candidate id (X-SMG-Routing-Key)"
   else
     echo "  endpoints:"
     for ((i = 0; i < gpus; i++)); do
-      echo "    - http://$(hostname -f 2>/dev/null || echo localhost):$((port_base + i))/v1"
+      echo "    - http://$host:$((port_base + i))/v1"
     done
-    echo "  max_inflight_per_endpoint: 32"
   fi
+  echo "max_inflight_per_endpoint: 32   # concurrent inspections per replica (whole cluster)"
 }
 
 if [ "$dry_run" = 1 ]; then
