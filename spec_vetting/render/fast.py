@@ -37,6 +37,7 @@ from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 from PIL import Image
 
 from . import style
+from .batched_axis import batch_tick_drawing, memoise_ticks
 from .layout import PlotLayout
 
 #: zlib level of the PNG writer: 1 is several times faster than matplotlib's default 6; pixels are identical
@@ -110,6 +111,9 @@ class _SizeClassFigure:
             0.0, 0.0, "", transform=ax.transAxes, fontsize=style.STATS_FONTSIZE, bbox=dict(style.STATS_BOX)
         )
         self.x_spacing: tuple[float, float] | None = None
+        for axis in (ax.xaxis, ax.yaxis):
+            memoise_ticks(axis)
+            batch_tick_drawing(axis)
 
     def update(self, lay: PlotLayout) -> None:
         ax = self.axes
