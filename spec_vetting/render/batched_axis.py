@@ -26,25 +26,43 @@ _TICKS_PER_BATCH = 300
 
 
 def memoise_ticks(axis) -> None:
-    """Make ``axis._update_ticks()`` compute once per (view interval, axes box, locators, dpi)."""
-    compute = axis._update_ticks
+    """Make ``axis._update_ticks()`` and the tick label boxes compute once per (view interval, axes box, locators,
+    dpi) - and per renderer for the boxes."""
+    compute_ticks = axis._update_ticks
+    compute_boxes = axis._get_ticklabel_bboxes
     memo: dict = {}
 
-    def update_ticks():
+    def state() -> tuple:
         ax = axis.axes
-        key = (
+        return (
             tuple(axis.get_view_interval()),
             ax.bbox.bounds,
             id(axis.get_major_locator()),
             id(axis.get_minor_locator()),
             ax.figure.dpi,
         )
-        if memo.get("key") != key:
-            memo["key"] = key
-            memo["ticks"] = compute()
+
+    def update_ticks():
+        key = state()
+        if memo.get("ticks_key") != key:
+            memo["ticks_key"] = key
+            memo["ticks"] = compute_ticks()
+            memo.pop("boxes_key", None)
         return list(memo["ticks"])
 
+    def ticklabel_bboxes(ticks, renderer):
+        # callers pass the list update_ticks just returned; anything else is measured afresh
+        if ticks != memo.get("ticks"):
+            return compute_boxes(ticks, renderer)
+        key = (memo["ticks_key"], id(renderer), renderer.width, renderer.height)
+        if memo.get("boxes_key") != key:
+            memo["boxes_key"] = key
+            memo["boxes"] = compute_boxes(ticks, renderer)
+        boxes1, boxes2 = memo["boxes"]
+        return [b.frozen() for b in boxes1], [b.frozen() for b in boxes2]
+
     axis._update_ticks = update_ticks
+    axis._get_ticklabel_bboxes = ticklabel_bboxes
 
 
 def batch_tick_drawing(axis) -> None:
