@@ -20,6 +20,6 @@ cmds=(
   "docker compose -f $here/compose.yaml up -d --wait sglang-0 sglang-1 sglang-2 sglang-3 sglang-4 sglang-5 sglang-6 sglang-7"
   "docker compose -f $here/compose.yaml --profile run run --rm spec-vet"
 )
-for c in "${cmds[@]}"; do
-  if [ "$dry_run" = 1 ]; then echo "$c"; else echo "+ $c" >&2; bash -c "$c"; fi
-done
+# shellcheck source=SCRIPTDIR/../run_or_print.sh
+. "$here/../run_or_print.sh"
+run_or_print "$dry_run" "${cmds[@]}"

@@ -24,6 +24,6 @@ cmds=(
   "kubectl -n $ns create configmap spec-vet-job --from-file=job.yaml=$job --dry-run=client -o yaml | kubectl -n $ns apply -f -"
   "kubectl -n $ns apply -f $here/job.yaml"
 )
-for c in "${cmds[@]}"; do
-  if [ "$dry_run" = 1 ]; then echo "$c"; else echo "+ $c" >&2; bash -c "$c"; fi
-done
+# shellcheck source=SCRIPTDIR/../run_or_print.sh
+. "$here/../run_or_print.sh"
+run_or_print "$dry_run" "${cmds[@]}"
