@@ -38,6 +38,7 @@ from PIL import Image
 
 from . import style
 from .batched_axis import batch_tick_drawing, memoise_ticks
+from .text_renderer import TextCachingRendererAgg
 from .layout import PlotLayout
 
 #: zlib level of the PNG writer: 1 is several times faster than matplotlib's default 6; pixels are identical
@@ -63,7 +64,7 @@ class _RendererCachingCanvas(FigureCanvasAgg):
         key = (w, h, self.figure.dpi)
         renderer = self._renderers.get(key)
         if renderer is None:
-            renderer = self._renderers[key] = RendererAgg(w, h, self.figure.dpi)
+            renderer = self._renderers[key] = TextCachingRendererAgg(w, h, self.figure.dpi)
             while len(self._renderers) > _RENDERERS_PER_CANVAS:
                 self._renderers.popitem(last=False)
         else:
