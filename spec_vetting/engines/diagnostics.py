@@ -181,21 +181,27 @@ def _positive_continuum(value: float, error: float, what: str) -> None:
         raise NotMeasurable(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
 
 
+def _relative_flux(
+    rs: RestSpectrum, window: tuple[float, float], conts: tuple[tuple[float, float], ...], name: str
+) -> tuple[float, float]:
+    """``F_window / C`` at the window's centre and its error: what equivalent widths and band depths are made of."""
+    f, ef, _ = _window_stats(rs, *window)
+    c, ec = _continuum_at(rs, 0.5 * (window[0] + window[1]), conts)
+    _positive_continuum(c, ec, name)
+    return float(f / c), float(np.hypot(ef / c, f * ec / c**2))
+
+
 def equivalent_width(
     rs: RestSpectrum, line: tuple[float, float], conts: tuple[tuple[float, float], ...], name: str = "EW"
 ) -> Measurement:
     """EW in Å of the line window against the pseudo-continuum: positive = absorption, negative = emission."""
     windows = (line, *conts)
     try:
-        f, ef, _ = _window_stats(rs, *line)
-        c, ec = _continuum_at(rs, 0.5 * (line[0] + line[1]), conts)
-        _positive_continuum(c, ec, name)
+        ratio, err = _relative_flux(rs, line, conts, name)
     except NotMeasurable as exc:
         return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
     width = line[1] - line[0]
-    ew = width * (1.0 - f / c)
-    err = width * float(np.hypot(ef / c, f * ec / c**2))
-    return Measurement(name, float(ew), err, "Å", windows=windows)
+    return Measurement(name, width * (1.0 - ratio), width * err, "Å", windows=windows)
 
 
 def band_depth(
@@ -204,12 +210,10 @@ def band_depth(
     """``1 - F_band / F_cont``: positive when the band absorbs."""
     windows = (band, *conts)
     try:
-        f, ef, _ = _window_stats(rs, *band)
-        c, ec = _continuum_at(rs, 0.5 * (band[0] + band[1]), conts)
-        _positive_continuum(c, ec, name)
+        ratio, err = _relative_flux(rs, band, conts, name)
     except NotMeasurable as exc:
         return Measurement(name, None, why=str(exc), windows=windows)
-    return Measurement(name, float(1.0 - f / c), float(np.hypot(ef / c, f * ec / c**2)), windows=windows)
+    return Measurement(name, 1.0 - ratio, err, windows=windows)
 
 
 def flux_ratio(rs: RestSpectrum, num: tuple[float, float], den: tuple[float, float], name: str = "ratio") -> Measurement:

@@ -87,14 +87,20 @@ def _clip(x: float, lo: float, hi: float) -> float:
     return float(min(hi, max(lo, x)))
 
 
-def _unusable_reason(ms: list[Measurement], max_error: float) -> str:
+def _abstain_unless_any(
+    m: dict[str, Measurement], keys: tuple[str, ...], max_error: float, what: str
+) -> TaskScore | None:
+    """The data-quality gate every task starts with: at least one of its key diagnostics must be usable (measured
+    with an error at most ``max_error``); otherwise no score, and the reason names each window and what failed."""
+    if any(_usable(m[k], max_error) for k in keys):
+        return None
     parts = []
-    for m in ms:
-        if not m.ok:
-            parts.append(f"{m.name}: {m.why}")
+    for x in (m[k] for k in keys):
+        if not x.ok:
+            parts.append(f"{x.name}: {x.why}")
         else:
-            parts.append(f"{m.name} = {m.value:.2f} ± {m.error:.2f} (error above {max_error:g}: S/N too low)")
-    return "; ".join(parts)
+            parts.append(f"{x.name} = {x.value:.2f} ± {x.error:.2f} (error above {max_error:g}: S/N too low)")
+    return TaskScore(None, f"{what} cannot be measured: " + "; ".join(parts))
 
 
 def score_cv(m: dict[str, Measurement]) -> TaskScore:
@@ -105,9 +111,8 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
     -1.5 when [S II] is strong against Hα (H II region), -3 when Hβ emission comes without the stronger Hα
     emission of every CV; offset -2 so a normal star sits near -3. A second branch scores a disc in outburst.
     """
-    key = [m["ew_ha"], m["ew_hb"]]
-    if not any(_usable(x, 4.0) for x in key):
-        return TaskScore(None, "the Balmer emission diagnostics cannot be measured: " + _unusable_reason(key, 4.0))
+    if (abstain := _abstain_unless_any(m, ("ew_ha", "ew_hb"), 4.0, "the Balmer emission diagnostics")) is not None:
+        return abstain
     e_ha = -_v(m["ew_ha"]) if _usable(m["ew_ha"], 4.0) else 0.0
     e_hb = -_v(m["ew_hb"]) if _usable(m["ew_hb"], 4.0) else 0.0
     s = 0.5 * _clip(e_ha / 10.0, -1.0, 5.0) + 0.8 * _clip(e_hb / 5.0, -1.0, 5.0)
@@ -186,9 +191,8 @@ def score_carbon(m: dict[str, Measurement]) -> TaskScore:
     The C2 heads absorb blueward; the TiO 5167 head and Mg b absorb redward, so an M or K star gives a negative
     C2 5165 depth.
     """
-    key = [m["c2_5165"], m["c2_5636"]]
-    if not any(_usable(x, 0.08) for x in key):
-        return TaskScore(None, "the C2 Swan band heads cannot be measured: " + _unusable_reason(key, 0.08))
+    if (abstain := _abstain_unless_any(m, ("c2_5165", "c2_5636"), 0.08, "the C2 Swan band heads")) is not None:
+        return abstain
     c2, cited = _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08)
     s = 12.0 * (c2 - 0.12)
     if _usable(m["cn_4216"], 0.1):
@@ -211,9 +215,8 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
     Hot stars' Hα wings depress 6478-6520 Å a little, so a blue continuum (α < 1) costs up to 1.5; C2 bands
     (a carbon star, not an S star) cost 4 per unit depth above 0.1.
     """
-    key = [m["zro_6474"], m["zro_5551"]]
-    if not any(_usable(x, 0.08) for x in key):
-        return TaskScore(None, "the ZrO bands cannot be measured: " + _unusable_reason(key, 0.08))
+    if (abstain := _abstain_unless_any(m, ("zro_6474", "zro_5551"), 0.08, "the ZrO bands")) is not None:
+        return abstain
     zro, cited = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0, "zro_4640": 0.5}, 0.08)
     s = 10.0 * (zro - 0.08)
     if m["slope"].ok:
@@ -238,9 +241,8 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     depth above 0.25 costs 10 per unit (dwarfs), Ca II 8542 EW adds 0.4 per Å around 2 Å (giants); C2 bands
     (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03.
     """
-    key = [m["tio_7054"], m["tio_6159"]]
-    if not any(_usable(x, 0.05) for x in key):
-        return TaskScore(None, "the TiO bands cannot be measured: " + _unusable_reason(key, 0.05))
+    if (abstain := _abstain_unless_any(m, ("tio_7054", "tio_6159"), 0.05, "the TiO bands")) is not None:
+        return abstain
     tio, cited = _weighted(m, {"tio_7054": 1.0, "tio_6159": 1.0, "tio_8432": 1.0}, 0.05)
     s = 8.0 * (tio - 0.1)
     if tio < 0.08:
@@ -278,9 +280,8 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     below 0.3), a hot continuum (α < -1.5). DB: He I 4471/5876 absorption in a hot star without Balmer lines.
     The score is the larger of the two.
     """
-    ews = [m["ew_hb"], m["ew_hg"]]
-    if not any(_usable(x, 5.0) for x in ews):
-        return TaskScore(None, "the Balmer line profiles cannot be measured: " + _unusable_reason(ews, 5.0))
+    if (abstain := _abstain_unless_any(m, ("ew_hb", "ew_hg"), 5.0, "the Balmer line profiles")) is not None:
+        return abstain
     cited = [k for k in ("ew_hb", "ew_hg") if _usable(m[k], 5.0)]
     ew = float(np.mean([_v(m[k]) for k in cited]))
     widths = [k for k in ("fwhm_hb", "fwhm_hg", "fwhm_hd") if m[k].ok]
