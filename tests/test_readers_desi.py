@@ -206,3 +206,16 @@ def test_spectra_file_coadds_good_exposures_by_ivar(tmp_path, backend):
     # exposure 3 has FIBERSTATUS != 0 and is left out; weights 1:4 give flux + 0.8
     np.testing.assert_allclose(s.flux[good], ref.flux[good] + 0.8, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(s.ivar[good], 5 * ref.ivar[good], rtol=1e-5)
+
+
+def test_file_whose_every_fibre_is_skipped_says_why(tmp_path):
+    with fits.open(HEALPIX) as h:
+        hdus = [hdu.copy() for hdu in h]
+    fm = next(x for x in hdus if x.name == "FIBERMAP")
+    fm.data["COADD_FIBERSTATUS"][:] = 8
+    path = tmp_path / "coadd-dead.fits"
+    fits.HDUList(hdus).writeto(path)
+    assert list_targets(path, on_skip=lambda s: None) == []
+    with pytest.raises(TargetNotFoundError, match="no usable science spectrum: all 5 fibres are skipped") as err:
+        read_spectrum(path)
+    assert "COADD_FIBERSTATUS=8" in str(err.value) and str(path) in str(err.value)

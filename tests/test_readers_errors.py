@@ -124,3 +124,53 @@ def test_backends_agree(name):
         for attr in ("wavelength", "flux", "ivar", "mask"):
             np.testing.assert_array_equal(getattr(x, attr), getattr(y, attr))
         assert x.meta == y.meta
+
+
+def test_lamost_coadd_table_without_a_row(tmp_path):
+    prim = fits.PrimaryHDU()
+    prim.header["TELESCOP"] = "LAMOST"
+    cols = [fits.Column(name=c, format="10E", array=np.zeros((0, 10)))
+            for c in ("FLUX", "IVAR", "WAVELENGTH", "ANDMASK", "ORMASK")]
+    p = tmp_path / "123.fits"
+    fits.HDUList([prim, fits.BinTableHDU.from_columns(cols, name="COADD")]).writeto(p)
+    _raises(p, "the COADD table has no row")
+
+
+def test_lamost_dr1_with_unusable_coeff0(tmp_path):
+    def edit(hdul):
+        hdul[0].header["COEFF0"] = "abc"
+
+    err = _raises(_lamost_copy(tmp_path, edit), "without a usable COEFF0 header keyword")
+    assert "download it again" in str(err)
+
+
+def _desi_copy(tmp_path, edit) -> Path:
+    with fits.open(DATA / "coadd-4-80613-thru20210324.fits") as h:
+        hdus = [hdu.copy() for hdu in h]
+    hdus = edit(hdus) or hdus
+    p = tmp_path / "coadd-x.fits"
+    fits.HDUList(hdus).writeto(p)
+    return p
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_desi_missing_arm_hdu_is_named(tmp_path, backend):
+    p = _desi_copy(tmp_path, lambda hdus: [h for h in hdus if h.name != "R_IVAR"])
+    err = _raises(p, "missing HDU 'R_IVAR'", backend=backend)
+    assert "R_FLUX" in str(err)  # what the file has instead
+
+
+def test_desi_empty_wavelength_arm(tmp_path):
+    def edit(hdus):
+        next(h for h in hdus if h.name == "B_WAVELENGTH").data = np.zeros(0)
+
+    _raises(_desi_copy(tmp_path, edit), "B_WAVELENGTH is empty")
+
+
+def test_desi_fibermap_without_targetid_lists_columns(tmp_path):
+    def edit(hdus):
+        fm = next(i for i, h in enumerate(hdus) if h.name == "FIBERMAP")
+        hdus[fm] = fits.BinTableHDU.from_columns([c for c in hdus[fm].columns if c.name != "TARGETID"],
+                                                 name="FIBERMAP")
+
+    _raises(_desi_copy(tmp_path, edit), r"missing column 'TARGETID' in FIBERMAP \(columns found: .*TARGET_RA")

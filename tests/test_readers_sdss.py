@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
+from spec_vetting.errors import SpectrumReadError, UnsupportedFormatError
 from spec_vetting.io import read_spectrum, sniff_layout
 from spec_vetting.io.sdss import BAD_PIXEL_BITS
 
@@ -160,3 +161,26 @@ def test_sdssv_spec_field_mjd_catalogid(tmp_path):
     assert m.ids == {"field": 101077, "mjd": 59630, "catalogid": 27021597848749000, "fiberid": 312}
     assert (m.pipeline_class, m.pipeline_subclass, m.pipeline_version) == ("STAR", "CV", "v6_0_9")
     np.testing.assert_array_equal(s.flux, read_spectrum(LITE).flux)
+
+
+def test_spspec_with_unusable_coeff0(tmp_path):
+    path = tmp_path / "spSpec-51630-0266-145.fit"
+    _write_spspec(path, 4)
+    with fits.open(path, mode="update") as h:
+        h[0].header["COEFF0"] = "n/a"
+    with pytest.raises(SpectrumReadError, match="SDSS spSpec image without a usable COEFF0") as err:
+        read_spectrum(path)
+    assert str(path) in str(err.value)
+
+
+def test_whole_plate_image_is_refused_not_read_as_spspec(tmp_path):
+    """An spPlate (one row per fibre) has the spSpec header keys; its row 2 is another fibre's flux, not sigma."""
+    hdu = fits.PrimaryHDU(np.ones((640, 100), dtype=np.float32))
+    hdu.header["TELESCOP"] = "SDSS 2.5-M"
+    hdu.header["COEFF0"] = 3.58
+    hdu.header["COEFF1"] = 1e-4
+    path = tmp_path / "spPlate-0266-51630.fits"
+    hdu.writeto(path)
+    assert sniff_layout(path) == "sdss-spplate"
+    with pytest.raises(UnsupportedFormatError, match="plate file .* not one spectrum"):
+        read_spectrum(path)

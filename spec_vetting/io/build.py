@@ -64,6 +64,19 @@ def first(header: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
+def log_linear_grid(path: str, header: Mapping[str, Any], n: int, layout: str) -> np.ndarray:
+    """lambda_i = 10**(COEFF0 + COEFF1*i), i = 0..n-1: the log-linear grid LAMOST DR1 and SDSS spSpec images describe
+    in their primary header (their WCS keys say LINEAR while holding log10 lambda, so the WCS is never used)."""
+    c0, c1 = as_float(header.get("COEFF0")), as_float(header.get("COEFF1"))
+    if c0 is None or c1 is None:
+        missing = " and ".join(k for k, v in (("COEFF0", c0), ("COEFF1", c1)) if v is None)
+        raise SpectrumReadError(
+            path, f"{layout} without a usable {missing} header keyword: cannot build the wavelengths",
+            hint="the file's header is damaged; download it again",
+        )
+    return 10.0 ** (c0 + c1 * np.arange(n, dtype=np.float64))
+
+
 def median_snr(flux: np.ndarray, ivar: np.ndarray, mask: np.ndarray) -> float | None:
     """Median of flux * sqrt(ivar) over good pixels: the per-pixel S/N a survey's own 'SN_MEDIAN' reports."""
     good = ~mask & (ivar > 0) & np.isfinite(flux) & np.isfinite(ivar)

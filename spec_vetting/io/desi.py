@@ -48,7 +48,12 @@ def desi_arms(f: FitsFile) -> list[str]:
         m = ARM_RE.match(name)
         if m and f.has(f"{m.group(1)}_WAVELENGTH"):
             arms.append(m.group(1))
-    order = {a: float(np.asarray(f.image(f"{a}_WAVELENGTH")).ravel()[0]) for a in arms}
+    order = {}
+    for a in arms:
+        wave = np.asarray(f.image(f"{a}_WAVELENGTH")).ravel()
+        if wave.size == 0:
+            raise SpectrumReadError(f.path, f"{a}_WAVELENGTH is empty", hint="the file is damaged; download it again")
+        order[a] = float(wave[0])
     return sorted(arms, key=order.__getitem__)
 
 
@@ -384,7 +389,14 @@ class _DesiReader(Reader):
     def read(self, f: FitsFile, target: Any = None, *, redrock: Any = None, **options: Any) -> Spectrum:
         content = _DesiContent(f)
         if target is None:
-            usable = content.usable(on_skip=lambda s: None)
+            skipped: list[SkippedTarget] = []
+            usable = content.usable(on_skip=skipped.append)
+            if not usable:
+                reasons = "; ".join(sorted({s.reason for s in skipped}))
+                raise TargetNotFoundError(
+                    f.path, f"no usable science spectrum: all {len(skipped)} fibres are skipped ({reasons})"
+                    if skipped else "the file holds no spectrum (0 rows)",
+                )
             if len(usable) != 1:
                 shown = ", ".join(str(t) for t in usable[:10]) + (" ..." if len(usable) > 10 else "")
                 raise TargetNotFoundError(

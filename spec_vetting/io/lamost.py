@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SpectrumReadError
 from ..spectrum import SpectrumMeta
-from .build import as_float, as_int, as_str, finish_spectrum, first
+from .build import as_float, as_int, as_str, finish_spectrum, first, log_linear_grid
 from .fits_open import FitsFile
 from .registry import Reader, RefusedLayout, register
 
@@ -75,33 +76,23 @@ def _has_wavelength_row(f: FitsFile) -> bool:
     return "WAVELENGTH" in (as_str(f.header(0).get("EXTEN0")) or "").upper()
 
 
-def _log_linear_grid(f: FitsFile, n: int) -> np.ndarray:
-    h = f.header(0)
-    c0, c1 = as_float(h.get("COEFF0")), as_float(h.get("COEFF1"))
-    if c0 is None or c1 is None:
-        from ..errors import SpectrumReadError
+class _LamostImage(Reader):
+    """The 5-row primary image: rows flux, ivar, row 2, AND mask, OR mask. Row 2 is the wavelength (DR2-DR7) or a
+    continuum-normalised flux (pilot/DR1, whose wavelengths come from COEFF0/COEFF1)."""
 
-        raise SpectrumReadError(
-            f.path, "LAMOST image without a wavelength row and without COEFF0/COEFF1: cannot build the wavelengths"
-        )
-    return 10.0 ** (c0 + c1 * np.arange(n, dtype=np.float64))
-
-
-@register
-class LamostDR1Image(Reader):
-    """Pilot/DR1 image: rows flux, ivar, continuum-normalised flux, AND mask, OR mask; log-linear COEFF0/COEFF1."""
-
-    variant = "lamost-lrs-dr1-image"
     survey = "lamost"
     priority = 10
-    description = "LAMOST LRS pilot/DR1 primary image (5 rows, wavelength from COEFF0/COEFF1)"
+    wavelength_row: bool = False
 
     def identify(self, f: FitsFile) -> bool:
-        return _is_lamost(f) and _image_rows(f) and not _has_wavelength_row(f)
+        return _is_lamost(f) and _image_rows(f) and _has_wavelength_row(f) == self.wavelength_row
 
     def read(self, f: FitsFile, target: Any = None, **options: Any):
         img = f.image(0)
-        wavelength = _log_linear_grid(f, img.shape[1])
+        if self.wavelength_row:
+            wavelength = img[2]
+        else:
+            wavelength = log_linear_grid(f.path, f.header(0), img.shape[1], "LAMOST DR1 image (no wavelength row)")
         return finish_spectrum(
             wavelength=wavelength, flux=img[0], ivar=img[1], bad=img[3] != 0, flux_unit="",
             meta=lamost_meta(f, self.variant),
@@ -109,23 +100,21 @@ class LamostDR1Image(Reader):
 
 
 @register
-class LamostImage(Reader):
+class LamostDR1Image(_LamostImage):
+    """Pilot/DR1 image: rows flux, ivar, continuum-normalised flux, AND mask, OR mask; log-linear COEFF0/COEFF1."""
+
+    variant = "lamost-lrs-dr1-image"
+    description = "LAMOST LRS pilot/DR1 primary image (5 rows, wavelength from COEFF0/COEFF1)"
+    wavelength_row = False
+
+
+@register
+class LamostImage(_LamostImage):
     """DR2-DR7 image: rows flux, ivar, wavelength (vacuum Å), AND mask, OR mask."""
 
     variant = "lamost-lrs-image"
-    survey = "lamost"
-    priority = 10
     description = "LAMOST LRS DR2-DR7 primary image (5 rows incl. a wavelength row)"
-
-    def identify(self, f: FitsFile) -> bool:
-        return _is_lamost(f) and _image_rows(f) and _has_wavelength_row(f)
-
-    def read(self, f: FitsFile, target: Any = None, **options: Any):
-        img = f.image(0)
-        return finish_spectrum(
-            wavelength=img[2], flux=img[0], ivar=img[1], bad=img[3] != 0, flux_unit="",
-            meta=lamost_meta(f, self.variant),
-        )
+    wavelength_row = True
 
 
 @register
@@ -141,6 +130,9 @@ class LamostCoaddTable(Reader):
         return _is_lamost(f) and f.has("COADD") and f.is_table("COADD") and f.has_column("COADD", "WAVELENGTH")
 
     def read(self, f: FitsFile, target: Any = None, **options: Any):
+        if f.nrows("COADD") < 1:
+            raise SpectrumReadError(f.path, "the COADD table has no row (a DR8+ LRS file holds its spectrum in row 1)",
+                                    hint="the file is damaged or incomplete; download it again")
         meta = lamost_meta(f, self.variant)
         meta.hdu = "COADD"
         meta.row = 0

@@ -19,11 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpectrumReadError
 from ..spectrum import SpectrumMeta
-from .build import as_float, as_int, as_str, finish_spectrum
+from .build import as_float, as_int, as_str, finish_spectrum, log_linear_grid
 from .fits_open import FitsFile
-from .registry import Reader, register
+from .registry import Reader, RefusedLayout, register
 
 #: SPPIXMASK AND-mask bits that make a pixel bad: FULLREJECT 18, NOSKY 22, BRIGHTSKY 23, NODATA 24,
 #: COMBINEREJ 25, BADFLUXFACTOR 26. Not masked: fibre-level bits 0-15, NEARBADPIXEL 16, LOWFLAT 17,
@@ -205,6 +204,37 @@ class SdssVSpec(Reader):
         return _read_coadd(f, _spec_meta(f, self.variant, sdssv=True))
 
 
+#: spSpec primary image rows: 4 in the DR7 sample header (flux, continuum-subtracted flux, sigma, mask), 5 where
+#: specutils expects them; an image with many more rows is a whole plate (spPlate: one row per fibre)
+SPSPEC_MIN_ROWS, SPSPEC_MAX_ROWS = 4, 6
+
+
+def _sdss_primary_rows(f: FitsFile) -> int:
+    """NAXIS2 of an SDSS 2-D primary image with a log-linear COEFF0 grid; 0 when the file is not one."""
+    h = f.header(0)
+    if _telescope(f) not in SDSS_TELESCOPES or f.is_table(0) or int(h.get("NAXIS", 0) or 0) != 2:
+        return 0
+    if h.get("COEFF0") is None:
+        return 0
+    return int(h.get("NAXIS2", 0) or 0)
+
+
+@register
+class SdssSpPlate(RefusedLayout):
+    """A whole plate (spPlate-PLATE-MJD.fits: one image row per fibre) is not one spectrum; reading row 0 as an
+    spSpec flux and row 2 as its sigma would be silently wrong, so the layout is recognised and refused."""
+
+    variant = "sdss-spplate"
+    survey = "sdss"
+    priority = 10
+    description = "SDSS spPlate (all fibres of a plate in one image): refused"
+    reason = "this is an SDSS plate file (one image row per fibre, like spPlate-PLATE-MJD.fits), not one spectrum"
+    hint = "read the per-fibre spec-PLATE-MJD-FIBER.fits (or spSpec-MJD-PLATE-FIBER.fit) files instead"
+
+    def identify(self, f: FitsFile) -> bool:
+        return _sdss_primary_rows(f) > SPSPEC_MAX_ROWS
+
+
 @register
 class SdssSpSpec(Reader):
     """spSpec-MJD-PLATE-FIBER (DR1-DR7): primary image rows flux, continuum-subtracted flux, sigma, mask.
@@ -219,22 +249,12 @@ class SdssSpSpec(Reader):
     description = "SDSS DR1-DR7 spSpec primary image (flux, continuum-subtracted, sigma, mask)"
 
     def identify(self, f: FitsFile) -> bool:
-        h = f.header(0)
-        return (
-            _telescope(f) in SDSS_TELESCOPES
-            and not f.is_table(0)
-            and int(h.get("NAXIS", 0) or 0) == 2
-            and int(h.get("NAXIS2", 0) or 0) >= 4
-            and h.get("COEFF0") is not None
-        )
+        return _sdss_primary_rows(f) in range(SPSPEC_MIN_ROWS, SPSPEC_MAX_ROWS + 1)
 
     def read(self, f: FitsFile, target: Any = None, **options: Any):
         h = f.header(0)
         img = f.image(0).astype(np.float64)
-        c0, c1 = as_float(h.get("COEFF0")), as_float(h.get("COEFF1"))
-        if c1 is None:
-            raise SpectrumReadError(f.path, "spSpec header has COEFF0 but no COEFF1: cannot build the wavelengths")
-        n = img.shape[1]
+        wavelength = log_linear_grid(f.path, h, img.shape[1], "SDSS spSpec image")
         sigma = img[2]
         with np.errstate(divide="ignore", invalid="ignore"):
             ivar = np.where(np.isfinite(sigma) & (sigma > 0), 1.0 / sigma**2, 0.0)
@@ -262,7 +282,7 @@ class SdssSpSpec(Reader):
             redshift_warning=as_int(h.get("Z_WARNIN")),
         )
         return finish_spectrum(
-            wavelength=10.0 ** (c0 + c1 * np.arange(n, dtype=np.float64)),
+            wavelength=wavelength,
             flux=img[0],
             ivar=ivar,
             bad=bad_pixels(img[3]),
