@@ -33,10 +33,13 @@ def memoise_ticks(axis) -> None:
     memo: dict = {}
 
     def state() -> tuple:
+        # the ticks depend on the axes size (the automatic y locator fits labels to the length), not on where the
+        # axes sit: moving the figure origin (the tight-bbox crop) keeps them; the label boxes key on the position
         ax = axis.axes
+        x0, y0, width, height = ax.bbox.bounds
         return (
             tuple(axis.get_view_interval()),
-            ax.bbox.bounds,
+            (round(width, 6), round(height, 6)),
             id(axis.get_major_locator()),
             id(axis.get_minor_locator()),
             ax.figure.dpi,
@@ -54,7 +57,7 @@ def memoise_ticks(axis) -> None:
         # callers pass the list update_ticks just returned; anything else is measured afresh
         if ticks != memo.get("ticks"):
             return compute_boxes(ticks, renderer)
-        key = (memo["ticks_key"], id(renderer), renderer.width, renderer.height)
+        key = (memo["ticks_key"], axis.axes.bbox.bounds, id(renderer), renderer.width, renderer.height)
         if memo.get("boxes_key") != key:
             memo["boxes_key"] = key
             memo["boxes"] = compute_boxes(ticks, renderer)
