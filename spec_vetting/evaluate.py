@@ -10,7 +10,7 @@ Rows without a label are left out and counted.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from .confidence import Calibration, calibration
 from .report.labels import canonical_task
@@ -27,11 +27,16 @@ PUBLISHED_TABLE1 = {
     "Spec-o3-7B": {"cv": 81.0, "carbon": 80.2, "ss": 84.5, "gm": 83.4, "wd": 53.6, "mean_f1": 76.5, "mean_acc": 88.7},
     "Spec-o3-3B": {"cv": 80.7, "carbon": 75.9, "ss": 84.0, "gm": 82.7, "wd": 43.2, "mean_f1": 73.3, "mean_acc": 88.8},
     "GaiaNet": {"cv": 67.2, "carbon": 87.1, "ss": 70.3, "gm": 51.8, "wd": 48.2, "mean_f1": 64.9, "mean_acc": 89.0},
+    "AstroCLIP": {"cv": 74.7, "carbon": 84.1, "ss": 62.4, "gm": 52.3, "wd": 48.8, "mean_f1": 64.5, "mean_acc": 87.3},
+    "CarbonNet": {"cv": 76.6, "carbon": 87.5, "ss": 64.4, "gm": 52.0, "wd": 40.8, "mean_f1": 64.3, "mean_acc": 83.7},
     "o3": {"cv": 57.1, "carbon": 53.1, "ss": 53.3, "gm": 60.0, "wd": 37.8, "mean_f1": 52.3, "mean_acc": 85.5},
     "Qwen2.5-VL-7B": {"cv": 25.4, "carbon": 31.5, "ss": 27.3, "gm": 29.0, "wd": 28.1, "mean_f1": 28.3, "mean_acc": 30.6},
 }
 SPECVI_TASKS = ("cv", "carbon", "ss", "gm", "wd")
 SPECVI_COLUMN_NAMES = {"cv": "CV", "carbon": "CS", "ss": "SS", "gm": "MG", "wd": "WD"}
+
+#: Spectrum.meta.variant of a candidate read from a SpecVI-Bench parquet row (spectrum inline)
+SPECVI_VARIANT = "specvi-inline"
 
 
 @dataclass
@@ -59,6 +64,11 @@ class Evaluation:
     macro_f1: float | None  # None when no task had a labelled row
     unlabelled: int
     calibration: Calibration
+    #: what produced the evaluated rows: "engine model" -> rows, and where their spectra came from -> rows
+    engines: dict[str, int] = field(default_factory=dict)
+    data: dict[str, int] = field(default_factory=dict)
+    #: every evaluated row of a SpecVI task comes from a SpecVI-Bench test file: Table 1 is a fair comparison
+    table1_comparable: bool = False
 
     def to_json(self) -> dict:
         per_task = {}
@@ -73,6 +83,9 @@ class Evaluation:
             "macro_f1": self.macro_f1,
             "mean_accuracy": _mean([m.accuracy for m in self.per_task.values()]),
             "unlabelled": self.unlabelled,
+            "engines": self.engines,
+            "data": self.data,
+            "table1_comparable": self.table1_comparable,
             "calibration": {"n": cal.n, "ece": cal.ece, "brier": cal.brier, "sources": cal.sources,
                             "bins": [asdict(b) for b in cal.bins]},
             "note": ABSTAIN_NOTE,
@@ -126,12 +139,56 @@ def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
     per_task = {task: task_metrics(task, rows) for task, rows in sorted(by_task.items())}
     macro = _mean([m.f1 for m in per_task.values()])
     labelled = [r for rows in by_task.values() for r in rows]
-    return Evaluation(run_id, per_task, macro, unlabelled, calibration(labelled))
+    specvi_rows = [r for task, rows in by_task.items() if task in SPECVI_TASKS for r in rows]
+    return Evaluation(
+        run_id, per_task, macro, unlabelled, calibration(labelled),
+        engines=_count(engine_of(r) for r in labelled),
+        data=_count(data_source_of(r) for r in labelled),
+        table1_comparable=bool(specvi_rows) and all(is_specvi_test_row(r) for r in specvi_rows),
+    )
+
+
+def _count(keys) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for key in keys:
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def engine_of(row: dict) -> str:
+    """The engine (and served model) that produced a verdict row, as one label."""
+    engine = row.get("engine") or "unknown engine"
+    return f"{engine} {row['model']}" if row.get("model") else str(engine)
+
+
+def _file_name(row: dict) -> str:
+    return PurePath(str(row.get("path") or "")).name
+
+
+def is_specvi_test_row(row: dict) -> bool:
+    """A row whose spectrum is a SpecVI-Bench test row (``test_<task>.parquet``), the set Table 1 was measured on."""
+    return row.get("variant") == SPECVI_VARIANT and _file_name(row).lower().startswith("test_")
+
+
+def data_source_of(row: dict) -> str:
+    """Where a row's spectrum came from: the SpecVI-Bench file name, else the survey file layout (variant)."""
+    if row.get("variant") == SPECVI_VARIANT:
+        return f"SpecVI-Bench {_file_name(row) or 'parquet'}"
+    return str(row.get("variant") or row.get("survey") or "unknown data")
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    if len(counts) == 1:
+        return next(iter(counts))
+    return ", ".join(f"{key} ({n})" for key, n in counts.items())
 
 
 def format_text(ev: Evaluation) -> str:
     """The human-readable report printed by ``spec-vet eval``."""
     lines = [f"run {ev.run_id}" if ev.run_id else "evaluation"]
+    if ev.engines:
+        lines.append(f"engine: {_counts_text(ev.engines)}")
+        lines.append(f"data: {_counts_text(ev.data)}")
     if not ev.per_task:
         lines.append("no labelled verdicts: pass --labels FILE or give the candidate list a label column")
         return "\n".join(lines)
@@ -157,19 +214,40 @@ def format_text(ev: Evaluation) -> str:
         lines.append(f"\ncalibration of p_yes over {cal.n} rows ({srcs}): ECE {cal.ece:.3f}, Brier {cal.brier:.3f}")
     else:
         lines.append("\ncalibration: no labelled row has a p_yes")
-    specvi = [t for t in ev.per_task if t in SPECVI_TASKS]
-    if specvi:
-        lines += ["", "published SpecVI-Bench test F1 (protocol section 6) beside this run, percent:"]
-        cols = [t for t in SPECVI_TASKS if t in specvi]
-        lines.append(f"{'model':<16}" + "".join(f"{SPECVI_COLUMN_NAMES[t]:>7}" for t in cols) + f"{'meanF1':>8}")
-        for model, row in list(PUBLISHED_TABLE1.items())[:4]:
-            lines.append(f"{model:<16}" + "".join(f"{row[t]:>7.1f}" for t in cols) + f"{row['mean_f1']:>8.1f}")
-        ours = _mean([ev.per_task[t].f1 for t in cols]) * 100
-        lines.append(f"{'this run':<16}" + "".join(f"{ev.per_task[t].f1 * 100:>7.1f}" for t in cols) + f"{ours:>8.1f}")
-        if len(cols) < len(SPECVI_TASKS):
-            lines.append("  (published means are over all five tasks; this run's mean is over the tasks shown)")
+    lines += table1_lines(ev)
     return "\n".join(lines)
 
+
+def table1_lines(ev: Evaluation) -> list[str]:
+    """The published Table 1 for the SpecVI tasks of the run; this run's row only when the data are the same.
+
+    Published numbers are on the SpecVI-Bench test split. Putting a run on other spectra (synthetic examples, a
+    survey's own candidates, the train split) in the same table would read as a comparison it is not.
+    """
+    cols = [t for t in SPECVI_TASKS if t in ev.per_task]
+    if not cols:
+        return []
+    subset = len(cols) < len(SPECVI_TASKS)
+    mean_head = "mean*" if subset else "meanF1"
+    lines = [""]
+    if ev.table1_comparable:
+        lines.append(f"published SpecVI-Bench test F1 (protocol section 6) beside this run "
+                     f"({_counts_text(ev.engines)} on {_counts_text(ev.data)}), percent:")
+    else:
+        lines.append("published SpecVI-Bench test F1 (protocol section 6), percent, for reference only:")
+        lines.append(f"  NOT comparable with this run: it vetted {_counts_text(ev.data)} with "
+                     f"{_counts_text(ev.engines)}, not the SpecVI-Bench test split (test_<task>.parquet); "
+                     "run `spec-vet bench specvi DIR` on those files for a comparison")
+    lines.append(f"{'model':<16}" + "".join(f"{SPECVI_COLUMN_NAMES[t]:>7}" for t in cols) + f"{mean_head:>8}")
+    for model, row in PUBLISHED_TABLE1.items():
+        mean = _mean([row[t] for t in cols]) if subset else row["mean_f1"]
+        lines.append(f"{model:<16}" + "".join(f"{row[t]:>7.1f}" for t in cols) + f"{mean:>8.1f}")
+    if ev.table1_comparable:
+        ours = _mean([ev.per_task[t].f1 for t in cols]) * 100
+        lines.append(f"{'this run':<16}" + "".join(f"{ev.per_task[t].f1 * 100:>7.1f}" for t in cols) + f"{ours:>8.1f}")
+    if subset:
+        lines.append("  * mean over the tasks shown (the published means are over all five)")
+    return lines
 
 def write_plots(ev: Evaluation, out_dir) -> list[Path]:
     """PNG confusion matrices (one panel per task) and a reliability diagram; returns the files written."""

@@ -66,6 +66,45 @@ def test_text_says_how_abstentions_count_and_shows_table1_for_specvi_tasks_only(
     assert "Spec-o3-7B" not in other and ABSTAIN_NOTE in other
 
 
+def _table1_rows(variant, path, engine="rules", model=None):
+    data = rows("cv", MIXED)
+    for r in data:
+        r.update(variant=variant, path=path, engine=engine, model=model)
+    return data
+
+
+def _table_lines(text):
+    start = text.index("published SpecVI-Bench")
+    return [line for line in text[start:].splitlines() if line.startswith(("Spec-o3-7B", "this run"))]
+
+
+def test_table1_is_reference_only_when_the_run_is_not_on_specvi_bench_test_data():
+    ev = evaluate(_table1_rows("lamost-lrs-image", "ex/lamost/spec-1.fits"))
+    text = format_text(ev)
+    assert not ev.table1_comparable
+    assert "engine: rules" in text and "data: lamost-lrs-image" in text
+    assert "NOT comparable with this run" in text and "lamost-lrs-image" in text.split("NOT comparable")[1]
+    assert [line.split()[0] for line in _table_lines(text)] == ["Spec-o3-7B"]  # no row of this run in the table
+    assert "81.0" in text
+    # the SpecVI-Bench train split is not the published test set either
+    train = evaluate(_table1_rows("specvi-inline", "/data/specvi/train_cv.parquet"))
+    assert not train.table1_comparable and "NOT comparable" in format_text(train)
+
+
+def test_table1_has_this_run_beside_it_on_the_specvi_bench_test_split():
+    ev = evaluate(_table1_rows("specvi-inline", "/data/specvi/test_cv.parquet", "openai", "spec-o3-7b"))
+    text = format_text(ev)
+    assert ev.table1_comparable and "NOT comparable" not in text
+    assert "engine: openai spec-o3-7b" in text and "data: SpecVI-Bench test_cv.parquet" in text
+    ours = _table_lines(text)[-1].split()
+    assert ours[:2] == ["this", "run"] and float(ours[2]) == pytest.approx(100 * 2 / 6, abs=0.05)
+    # one task shown: the published mean is over that task too, so the columns compare like with like
+    assert _table_lines(text)[0].split()[1:] == ["81.0", "81.0"] and "mean over the tasks shown" in text
+    out = ev.to_json()
+    assert out["table1_comparable"] is True
+    assert out["engines"] == {"openai spec-o3-7b": 8} and out["data"] == {"SpecVI-Bench test_cv.parquet": 8}
+
+
 def test_calibration_by_hand():
     data = [{"p_yes": p, "label": lab, "p_yes_source": "logprobs"}
             for p, lab in [(0.1, "NO"), (0.1, "YES"), (0.9, "YES"), (0.9, "YES"), (1.0, "YES"), (None, "YES")]]
