@@ -102,12 +102,43 @@ def test_time_budget_on_a_slow_engine():
     assert r.elapsed_s < 1.0
 
 
+class QueuedEngine(ScriptedEngine):
+    """A scripted engine whose sessions wait ``queue_s`` for a slot first, as a busy endpoint's queue does."""
+
+    def __init__(self, replies, queue_s):
+        super().__init__(replies)
+        self.queue_s = queue_s
+
+    def session(self, c):
+        inner, queue_s = super().session(c), self.queue_s
+
+        class Queued(type(inner)):
+            async def __aenter__(self):
+                await asyncio.sleep(queue_s)
+                return self
+
+        inner.__class__ = Queued
+        return inner
+
+
+def test_time_budget_does_not_count_the_wait_for_an_endpoint_slot():
+    r = run(QueuedEngine([ZOOM_HA, YES], queue_s=0.4), time_budget_s=0.3)
+    assert r.verdict == "YES", r.reason
+    # once the engine holds the inspection, the budget runs
+    slow = QueuedEngine(lambda m, c, t: ZOOM_HA, queue_s=0.4)
+    slow.delay_s = 0.2
+    r = run(slow, time_budget_s=0.3)
+    assert r.verdict == "UNDECIDED" and "time budget" in r.reason and 1 <= len(r.turns) <= 2
+
+
 def test_no_answer_no_call_is_undecided_with_reason():
     r = run(ScriptedEngine(["<think>hmm</think> I am not sure."]))
     assert r.verdict == "UNDECIDED" and "neither an answer nor a tool call" in r.reason
     cut = EngineReply(text="<think>long", finish_reason="length")
     r = run(ScriptedEngine([cut]))
     assert "max_tokens" in r.reason
+    r = run(ScriptedEngine(["<think>hmm</think>\n<answer>\\boxed{MAYBE}</answer>"]))
+    assert r.verdict == "UNDECIDED" and r.reason == "the model's <answer> holds no YES/NO verdict"
 
 
 def test_engine_abstain_reason_is_recorded():

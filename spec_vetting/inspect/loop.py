@@ -65,7 +65,10 @@ def decide(text: str, *, turn: int, max_turns: int = MAX_ASSISTANT_TURNS, comple
         return Decision("tool", call=call)
     if answer.verdict is not None:
         return Decision("answer", answer=answer)
-    reason = "the model gave neither an answer nor a tool call"
+    if has_answer_block(text):
+        reason = "the model's <answer> holds no YES/NO verdict"
+    else:
+        reason = "the model gave neither an answer nor a tool call"
     if finish_reason == "length":
         reason += " (its reply was cut at max_tokens; raise --max-tokens)"
     return Decision("stop", answer=answer, reason=reason)
@@ -104,6 +107,22 @@ def _renderer_version(renderer: Renderer | None) -> str | None:
     return RENDERER_VERSION
 
 
+class _TimeBudget:
+    """The wall-time budget of one inspection, started when an engine first takes it (its endpoint slot is held).
+
+    Waiting in the queue for a free endpoint slot is not the inspection's time: a batch deliberately queues more
+    inspections than there are slots, and those must not run out of budget before their first turn.
+    """
+
+    def __init__(self, seconds: float | None):
+        self.seconds = seconds
+        self.deadline: float | None = None
+
+    def start(self) -> None:
+        if self.seconds is not None and self.deadline is None:
+            self.deadline = time.monotonic() + self.seconds
+
+
 def _completion_tokens(turns: list[Turn]) -> int:
     # a server that leaves usage out is counted by a rough 4 characters per token, so the budget still holds
     return sum(t.usage.completion_tokens if t.usage.completion_tokens is not None else len(t.assistant_text) // 4
@@ -111,12 +130,14 @@ def _completion_tokens(turns: list[Turn]) -> int:
 
 
 async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: ZoomTool, full_png: bytes,
-                   sampling: Sampling, *, max_turns: int, token_budget: int | None, deadline: float | None,
+                   sampling: Sampling, *, max_turns: int, token_budget: int | None, budget: _TimeBudget,
                    result: InspectionResult) -> None:
     """One inspection from its start; fills ``result`` (turns, verdict). Raises engine errors to the caller."""
     messages = build_initial_messages(task, full_png)
     result.turns = []
     async with engine.session(ctx) as session:
+        budget.start()  # a rerun keeps the deadline of the first attempt
+        deadline = budget.deadline
         for turn in range(max_turns):
             if deadline is not None and time.monotonic() >= deadline:
                 raise _Stop("time budget spent before an answer")
@@ -169,13 +190,14 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
     """Inspect ``ctx.spectrum`` for ``task`` with ``engine`` (already started). Never raises per candidate.
 
     ``token_budget`` caps the completion tokens summed over turns (training capped the response at 32768);
-    ``time_budget_s`` caps the wall time of the whole inspection, reruns included. When the engine reports that
+    ``time_budget_s`` caps the wall time of the whole inspection, reruns included, counted from the moment the
+    engine takes it (time queued for a free endpoint slot does not count). When the engine reports that
     the endpoint died (:class:`EndpointUnavailableError`) the inspection is rerun from its start, up to
     ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs.
     """
     sampling = sampling or Sampling()
     started_at, t0 = time.time(), time.monotonic()
-    deadline = t0 + time_budget_s if time_budget_s is not None else None
+    budget = _TimeBudget(time_budget_s)
     result = InspectionResult(candidate_id=ctx.candidate_id, task=task.key, verdict="UNDECIDED",
                               prompt_version=task.version, renderer_version=_renderer_version(renderer),
                               redshift_used=ctx.redshift, started_at=started_at, attempts=0)
@@ -208,7 +230,7 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
         fresh = dataclasses.replace(result, turns=[])
         try:
             await _attempt(ctx, task, engine, zoom, full_png, sampling, max_turns=max_turns,
-                           token_budget=token_budget, deadline=deadline, result=fresh)
+                           token_budget=token_budget, budget=budget, result=fresh)
             return done(fresh)
         except _Stop as stop:
             fresh.verdict, fresh.reason = "UNDECIDED", stop.reason
