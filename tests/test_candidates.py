@@ -164,3 +164,53 @@ def test_several_sources_at_once(spectra_dir):
     d, _ = spectra_dir
     cands = load_candidates([d / "lamost" / "a.fits", d / "sdss" / "spec-1.fits"])
     assert [c.candidate_id for c in cands] == ["a", "spec-1"]
+
+
+def _write_list(tmp_path, fmt, columns: dict):
+    if fmt == "csv":
+        names = list(columns)
+        lines = [",".join(names)] + [",".join(str(columns[n][i]) for n in names) for i in range(len(columns[names[0]]))]
+        return _csv(tmp_path / "l.csv", "\n".join(lines) + "\n")
+    if fmt == "parquet":
+        pq.write_table(pa.table(columns), tmp_path / "l.parquet")
+        return tmp_path / "l.parquet"
+    cols = [fits.Column(name=n, format="K" if isinstance(v[0], int) else "10A", array=np.array(v))
+            for n, v in columns.items()]
+    fits.BinTableHDU.from_columns(cols).writeto(tmp_path / "l.fits")
+    return tmp_path / "l.fits"
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "fits"])
+def test_every_table_format_missing_path_lists_the_columns(tmp_path, fmt):
+    lst = _write_list(tmp_path, fmt, {"OBSID": [123, 456], "TASK": ["cv", "wd"]})
+    with pytest.raises(CandidateListError, match=r"no path column; columns found: OBSID, TASK") as exc:
+        load_candidates(lst)
+    assert str(lst) in str(exc.value)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "fits"])
+def test_bad_row_in_parquet_and_fits_lists_names_the_row(tmp_path, fmt):
+    lst = _write_list(tmp_path, fmt, {"path": ["a.fits", "b.fits"], "label": ["YES", "perhaps"]})
+    with pytest.raises(CandidateListError, match=r"row 2: label 'perhaps' is not YES or NO"):
+        load_candidates(lst)
+
+
+def test_non_finite_coordinate_is_named(tmp_path):
+    lst = _csv(tmp_path / "l.csv", "path,ra,dec\na.fits,nan,1\n")
+    with pytest.raises(CandidateListError, match=r"row 1: ra 'nan' is not a finite number"):
+        load_candidates(lst)
+
+
+def test_corrupt_and_truncated_gzip_files_in_a_directory_are_still_candidates(spectra_dir, tmp_path):
+    d, _ = spectra_dir
+    raw = (d / "lamost" / "b.fits.gz").read_bytes()
+    corrupt = bytearray(raw)
+    corrupt[40:900] = bytes(range(256)) * 3 + bytes(92)  # the deflate stream no longer decodes
+    (tmp_path / "corrupt.fits.gz").write_bytes(bytes(corrupt))
+    (tmp_path / "cut.fits.gz").write_bytes(raw[:3000])
+    (tmp_path / "empty.fits").write_bytes(b"")
+    cands = load_candidates(tmp_path)
+    assert [c.candidate_id for c in cands] == ["corrupt", "cut", "empty"]
+    for c, message in zip(cands, ["gzip data is truncated or corrupt"] * 2 + ["the file is empty"], strict=True):
+        with pytest.raises(SpectrumReadError, match=message):
+            c.load_spectrum()

@@ -207,7 +207,10 @@ def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int)
         x = float(value)
     except (TypeError, ValueError):
         raise CandidateListError(path, f"{name} {value!r} is not a number (degrees)", row=row) from None
-    if not (lo <= x <= hi) or not math.isfinite(x):
+    if not math.isfinite(x):
+        raise CandidateListError(path, f"{name} {value!r} is not a finite number (degrees)", row=row,
+                                 hint=f"leave {name} empty when it is unknown")
+    if not (lo <= x <= hi):
         raise CandidateListError(path, f"{name} {x} is outside [{lo:g}, {hi:g}] degrees", row=row)
     return x
 
@@ -339,7 +342,8 @@ def _fits_table_rows(hdu) -> tuple[list[str], list[dict]]:
 
 
 def _fits_candidate_table(path: Path):
-    """The first binary table HDU with a path column, or None (the file is then a spectrum, not a list)."""
+    """(names, rows) of the first binary table HDU with a path column; else None (the file is then a spectrum, or a
+    table missing its path column: see :func:`_check_not_a_pathless_list`)."""
     from astropy.io import fits
 
     try:
@@ -352,6 +356,30 @@ def _fits_candidate_table(path: Path):
     except (OSError, ValueError, TypeError, EOFError):
         return None
     return None
+
+
+def _check_not_a_pathless_list(path: Path) -> None:
+    """A FITS file no spectrum reader recognises but that holds a binary table is a candidate list that lacks its
+    path column: fail now with the columns found, as for CSV and Parquet lists, rather than list it as a spectrum."""
+    from astropy.io import fits
+
+    from ..errors import UnsupportedFormatError
+    from .reader import sniff_layout
+
+    try:
+        sniff_layout(path)
+        return
+    except UnsupportedFormatError:
+        pass
+    except SpectrumReadError:
+        return  # unreadable: one candidate that fails later with the reader's message
+    try:
+        with fits.open(path, memmap=False) as hdul:
+            names = next((list(h.columns.names) for h in hdul[1:] if isinstance(h, fits.BinTableHDU)), None)
+    except (OSError, ValueError, TypeError, EOFError):
+        return
+    if names is not None:
+        _find_columns(names, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -378,7 +406,7 @@ def _primary_telescope(path: Path) -> str | None:
                         return value.decode("ascii", "replace")
                     if card.startswith(b"END") and card[3:].strip() == b"":
                         return None
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # corrupt gzip: listed anyway, it fails later with the reader's message
         return None
     return None
 
@@ -495,6 +523,7 @@ def _load_one(source: str | Path) -> list[Candidate]:
         if table is not None:
             names, rows = table
             return _rows_to_candidates(path, names, rows, "fits")
+        _check_not_a_pathless_list(path)
         return _file_candidates(path, in_listing=False)
     raise CandidateListError(
         path, "unknown candidate list format",
