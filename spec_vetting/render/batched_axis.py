@@ -68,6 +68,28 @@ def memoise_ticks(axis) -> None:
     axis._get_ticklabel_bboxes = ticklabel_bboxes
 
 
+def memoise_spine_extent(spine) -> None:
+    """Make ``spine.get_window_extent()`` compute once per (axes box, view limits, drawn ticks).
+
+    matplotlib asks each spine for its extent (which re-lists the drawn ticks to pad for outward tick marks) some
+    fifteen times per picture: in both layout passes, for every axis label placement and for the title.
+    """
+    compute = spine.get_window_extent
+    memo: dict = {}
+
+    def window_extent(renderer=None):
+        ax = spine.axes
+        axis = spine.axis
+        ticks = tuple(axis._update_ticks()) if axis is not None and axis.get_visible() else ()
+        key = (ax.bbox.bounds, ax.viewLim.bounds, ticks)
+        if memo.get("key") != key:
+            memo["key"] = key
+            memo["extent"] = compute(renderer)
+        return memo["extent"].frozen()
+
+    spine.get_window_extent = window_extent
+
+
 def batch_tick_drawing(axis) -> None:
     """Replace ``axis.draw`` with one that draws grid lines and tick marks of each kind in one call."""
     batches: dict[tuple[str, bool], Line2D] = {}

@@ -37,7 +37,7 @@ from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 from PIL import Image
 
 from . import style
-from .batched_axis import batch_tick_drawing, memoise_ticks
+from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks
 from .text_renderer import TextCachingRendererAgg
 from .layout import PlotLayout
 
@@ -115,6 +115,11 @@ class _SizeClassFigure:
         for axis in (ax.xaxis, ax.yaxis):
             memoise_ticks(axis)
             batch_tick_drawing(axis)
+        for spine in ax.spines.values():
+            memoise_spine_extent(spine)
+        # minor ticks carry no label; hidden, their empty label boxes (zero-size points inside the major labels'
+        # extent) are no longer measured and unioned in every layout pass
+        ax.tick_params(which="minor", labelbottom=False, labelleft=False)
 
     def update(self, lay: PlotLayout) -> None:
         ax = self.axes
