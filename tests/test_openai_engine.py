@@ -108,6 +108,25 @@ def test_one_inspection_wire_and_identity(monkeypatch, caplog):
     assert "sk-secret-123" not in caplog.text and "sk-secret-123" not in repr(eng)
 
 
+def test_api_key_never_logged_or_recorded_on_retries_and_errors(monkeypatch, caplog):
+    """Retried failures are logged and the final one is recorded on the row: the key must appear in neither,
+    even when a proxy echoes the Authorization header back in its error body."""
+    key = "sk-secret-456"
+    monkeypatch.setenv("SPEC_VETTING_API_KEY", key)
+    caplog.set_level("DEBUG")
+    echo = f"upstream refused Authorization: Bearer {key}"
+    with FakeOpenAIServer() as srv:
+        srv.push_faults(Fault.status(500, echo), Fault.rate_limit("0.01"), Fault.drop(), Fault.status(401, echo))
+        eng = OpenAIEngine([srv.base_url], **{**FAST, "max_retries": 3})
+        [r] = inspect_many(eng, ["c"])
+        assert r.verdict == "ERROR" and r.error_kind == "http_401"
+        assert "upstream refused" in r.error_message and "***" in r.error_message
+        assert "SPEC_VETTING_API_KEY" in r.error_message  # where to fix it
+        assert all(q.headers.get("Authorization") == f"Bearer {key}" for q in srv.chat_requests)
+    assert "upstream refused" in caplog.text  # the retry was logged ...
+    assert key not in caplog.text and key not in r.error_message  # ... without the key
+
+
 def test_missing_usage_recorded_as_missing_and_explicit_model():
     with FakeOpenAIServer(usage=False, model_info=False, health_endpoint=False) as srv:
         eng = OpenAIEngine(srv.base_url, model="my-model", **FAST)
@@ -133,20 +152,27 @@ def test_logprobs_give_p_yes():
         assert srv.chat_requests[0].body["logprobs"] is True
 
 
-def test_sticky_routing_and_inflight_cap():
-    import threading
+class ConcurrencyMeter:
+    """A fake-server reply that takes 30 ms and records the most chat requests it served at once."""
 
-    lock = threading.Lock()
-    state = {"now": 0, "max": 0}
+    def __init__(self):
+        import threading
 
-    def slow_reply(messages, body):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
+        self._lock = threading.Lock()
+        self.now = self.max = 0
+
+    def __call__(self, messages, body):
+        with self._lock:
+            self.now += 1
+            self.max = max(self.max, self.now)
         time.sleep(0.03)
-        with lock:
-            state["now"] -= 1
+        with self._lock:
+            self.now -= 1
         return spec_o3_reply(messages, body)
+
+
+def test_sticky_routing_and_inflight_cap():
+    slow_reply = ConcurrencyMeter()
 
     with FakeOpenAIServer(reply=slow_reply) as a, FakeOpenAIServer(reply=slow_reply) as b:
         eng = OpenAIEngine([a.base_url, b.base_url], max_inflight_per_endpoint=2, **FAST)
@@ -160,30 +186,18 @@ def test_sticky_routing_and_inflight_cap():
         assert first.turns[0].endpoint == pick_endpoint(first.candidate_id, [a.base_url, b.base_url])
         assert a.chat_requests and b.chat_requests, "both endpoints should get work"
         # at most 2 inspections in flight per endpoint, 2 endpoints: never more than 4 requests at once
-        assert 2 <= state["max"] <= 4
+        assert 2 <= slow_reply.max <= 4
         assert all(s.in_flight == 0 for s in eng.router.states.values())
 
 
 def test_inflight_cap_single_endpoint():
-    import threading
-
-    lock = threading.Lock()
-    state = {"now": 0, "max": 0}
-
-    def slow_reply(messages, body):
-        with lock:
-            state["now"] += 1
-            state["max"] = max(state["max"], state["now"])
-        time.sleep(0.03)
-        with lock:
-            state["now"] -= 1
-        return spec_o3_reply(messages, body)
+    slow_reply = ConcurrencyMeter()
 
     with FakeOpenAIServer(reply=slow_reply) as a:
         results = inspect_many(OpenAIEngine([a.base_url], max_inflight_per_endpoint=3, **FAST),
                                [f"c{i}" for i in range(10)])
         assert all(r.verdict == "YES" for r in results)
-        assert state["max"] == 3
+        assert slow_reply.max == 3
 
 
 def test_start_fails_clearly_when_no_endpoint_is_up():

@@ -125,9 +125,17 @@ class OpenAIEngine(Engine):
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"
 
+    def _api_key(self) -> str | None:
+        return (os.environ.get(self.api_key_env) or None) if self.api_key_env else None
+
     def _auth_headers(self) -> dict[str, str]:
-        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        key = self._api_key()
         return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _redact(self, text: str) -> str:
+        """``text`` with the API key blanked: a proxy may echo request headers in an error body we log and record."""
+        key = self._api_key()
+        return text.replace(key, "***") if key and len(key) >= 4 else text
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -203,21 +211,23 @@ class OpenAIEngine(Engine):
                 r = await self._client.post(f"{url}/chat/completions", json=body, headers=headers)
             except httpx.HTTPError as exc:
                 if not is_retryable_exception(exc):
-                    raise EngineError(f"{url}: request for {what} failed: {type(exc).__name__}: {exc}",
+                    raise EngineError(self._redact(f"{url}: request for {what} failed: {type(exc).__name__}: {exc}"),
                                       kind="http_error", endpoint=url) from exc
-                problem, status = f"{type(exc).__name__}: {exc}".rstrip(": "), None
+                problem, status = self._redact(f"{type(exc).__name__}: {exc}".rstrip(": ")), None
             else:
                 if r.status_code == 200:
                     try:
                         return r.json()
                     except ValueError as exc:
-                        raise EngineError(f"{url}: reply for {what} is not JSON ({r.text[:200]!r})",
+                        raise EngineError(f"{url}: reply for {what} is not JSON ({self._redact(r.text[:200])!r})",
                                           kind="bad_response", endpoint=url) from exc
                 status = r.status_code
-                problem = f"HTTP {status}: {r.text[:200]}"
+                problem = self._redact(f"HTTP {status}: {r.text[:200]}")
                 if not should_retry_status(status):
-                    raise EngineError(f"{url}: {what} was refused with {problem}; check --model and the server "
-                                      "log", kind=f"http_{status}", endpoint=url)
+                    hint = (f"check the API key in the environment variable {self.api_key_env}"
+                            if status in (401, 403) else "check --model and the server log")
+                    raise EngineError(f"{url}: {what} was refused with {problem}; {hint}", kind=f"http_{status}",
+                                      endpoint=url)
                 retry_after = parse_retry_after(r.headers)
             if attempt >= self.max_retries:
                 break
