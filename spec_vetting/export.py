@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
 from .inspect.tasks import get_task
 from .inspect.types import ImagePart, Message, TextPart
@@ -60,13 +61,16 @@ class ExportSummary:
 class _Sources:
     """The task as it was asked and the spectrum arrays of a verdict row, from what the catalog points at.
 
-    The catalog keeps the prompt's version id, not its text: a row asked with the built-in prompt gets it back from
+    The catalog keeps the prompt's version id, not its text: a row asked with the built-in prompt, or with a task
+    of the run's tasks file (``--tasks-file`` of ``spec-vet run``, recorded in the run manifest), gets it back from
     ``get_task``; a row whose candidate list carried its own prompt (SpecVI-Bench parquet) gets it back from that
-    list, checked against the recorded version. Inline spectra (SpecVI-Bench rows) come from the same list.
+    list. Either way the text must hash to the recorded version. Inline spectra (SpecVI-Bench rows) come from the
+    same list.
     """
 
-    def __init__(self, read_spectrum=None):
+    def __init__(self, read_spectrum=None, tasks_file=None):
         self._read_spectrum = read_spectrum
+        self._tasks_file = tasks_file
         self._lists: dict[str, dict] = {}
 
     def _candidate(self, row: dict):
@@ -84,8 +88,12 @@ class _Sources:
         return self._lists[path].get(row["candidate_id"])
 
     def task(self, row: dict):
-        """The Task exactly as asked, or None when its prompt text cannot be recovered."""
-        task = get_task(row["task"])
+        """The Task exactly as asked, or the reason (text) why its prompt cannot be recovered."""
+        try:
+            task = get_task(row["task"], self._tasks_file)
+        except ConfigError:
+            return (f"task not defined here (a task of the run's tasks file: pass --tasks-file; "
+                    f"tasks file used: {self._tasks_file or 'none'})")
         recorded = row.get("prompt_version")
         if not recorded or recorded == task.version:
             return task
@@ -94,7 +102,7 @@ class _Sources:
             asked = task.with_prompt(cand.prompt)
             if asked.version == recorded:
                 return asked
-        return None
+        return "prompt text not recoverable (prompt changed since the run, or its candidate list is gone or changed)"
 
     def arrays(self, row: dict):
         """(wavelength, flux, redshift) as the zoom tool held them; raises SpectrumReadError when unreadable."""
@@ -145,18 +153,25 @@ def confirmed(row: dict) -> bool:
     return row.get("verdict") in ("YES", "NO") and row.get("label") == row.get("verdict")
 
 
-def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool = False) -> ExportSummary:
-    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``."""
-    out = Path(out_dir)
-    (out / "images").mkdir(parents=True, exist_ok=True)
-    summary = ExportSummary()
-    sources = _Sources()
-    records = []
+def labelled_rows(data: RunData, labels, summary: ExportSummary):
+    """The run's verdict rows that have a label (file or reviewer labels first), in a stable order; counts the rest."""
     rows = attach_labels([dict(r) for r in data.verdicts], labels)
     for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
         if row.get("label") is None:
             summary.skip("no label or reviewer decision")
             continue
+        yield row
+
+
+def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool = False,
+               tasks_file=None) -> ExportSummary:
+    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``."""
+    out = Path(out_dir)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    summary = ExportSummary()
+    sources = _Sources(tasks_file=tasks_file)
+    records = []
+    for row in labelled_rows(data, labels, summary):
         if not confirmed(row):
             summary.skip("verdict not confirmed by the label")
             continue
@@ -164,8 +179,8 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
             summary.skip("answer format recovered, not well formed (--include-recovered to keep)")
             continue
         task = sources.task(row)
-        if task is None:
-            summary.skip("prompt text not recoverable (custom prompt; its candidate list is gone or changed)")
+        if isinstance(task, str):
+            summary.skip(task)
             continue
         messages = trajectory_messages(data, row, task)
         if messages is None:
@@ -220,18 +235,12 @@ def _finite_or_none(value):
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[dict], ExportSummary]:
+def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None) -> tuple[list[dict], ExportSummary]:
     """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads."""
-    from .errors import SpectrumReadError
-
     summary = ExportSummary()
-    sources = _Sources(read_spectrum)
+    sources = _Sources(read_spectrum, tasks_file)
     out = []
-    rows = attach_labels([dict(r) for r in data.verdicts], labels)
-    for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
-        if row.get("label") is None:
-            summary.skip("no label or reviewer decision")
-            continue
+    for row in labelled_rows(data, labels, summary):
         if not row.get("path"):
             summary.skip("no spectrum file to re-read (inline candidate)")
             continue
@@ -240,14 +249,14 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[d
             summary.skip("no full-view image in the catalog")
             continue
         task = sources.task(row)
-        if task is None:
-            summary.skip("prompt text not recoverable (custom prompt; its candidate list is gone or changed)")
+        if isinstance(task, str):
+            summary.skip(task)
             continue
         try:
             wavelength, flux, redshift = sources.arrays(row)
         except SpectrumReadError as exc:
             log.warning("verl export: skipping %s (%s)", row["candidate_id"], exc)
-            summary.skip("spectrum file no longer readable")
+            summary.skip("spectrum file no longer readable (a relative path resolves against the current folder)")
             continue
         out.append({
             "data_source": row["task"],
@@ -274,12 +283,12 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None) -> tuple[list[d
     return out, summary
 
 
-def export_verl(data: RunData, out_file, *, labels=None, read_spectrum=None) -> ExportSummary:
+def export_verl(data: RunData, out_file, *, labels=None, read_spectrum=None, tasks_file=None) -> ExportSummary:
     """Write :func:`verl_rows` to one Parquet file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    rows, summary = verl_rows(data, labels=labels, read_spectrum=read_spectrum)
+    rows, summary = verl_rows(data, labels=labels, read_spectrum=read_spectrum, tasks_file=tasks_file)
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -105,7 +105,8 @@ def test_verl_rows_like_specvi_bench(tmp_path):
     rows = pq.read_table(out).to_pylist()
     assert [r["extra_info"]["candidate_id"] for r in rows] == ["right", "reviewed"]
     assert summary.skipped == {"no spectrum file to re-read (inline candidate)": 1,
-                               "spectrum file no longer readable": 1, "no label or reviewer decision": 1}
+                               "spectrum file no longer readable (a relative path resolves against the current folder)": 1,
+                               "no label or reviewer decision": 1}
     row = rows[0]
     assert row["data_source"] == "cv"
     assert row["prompt"][0] == {"role": "system", "content": SYSTEM_TEXT}
@@ -153,3 +154,60 @@ def test_specvi_rows_get_their_own_prompt_and_inline_arrays_back(tmp_path):
     assert len(rows) == 1 and rows[0]["prompt"][1]["content"] == "<image>\n" + asked.prompt
     kw = rows[0]["extra_info"]["tools_kwargs"]["spectral_visualization_tool"]["create_kwargs"]
     assert len(kw["flux"]) == 3909 and kw["flux"] == pytest.approx(list(cands[0].inline.flux))
+
+
+TASKS_YAML = """tasks:
+  - key: hotstar
+    class_name: O/B-type star
+    prompt: "Analyze the provided spectrum to determine if it is an **O/B-type star**.\\n- He II 4686 absorption"
+"""
+
+
+def _custom_task_catalog(tmp_path, recorded_tasks_file):
+    """A run of a task defined only in a tasks file; the manifest records that file like `spec-vet run` does."""
+    tasks_file = tmp_path / "tasks.yaml"
+    tasks_file.write_text(TASKS_YAML)
+    task = get_task("hotstar", tasks_file)
+    v = [verdict_row("hot-1", "hotstar", "YES", label="YES", path="/data/spec-1.fits", prompt_version=task.version)]
+    root = write_catalog(tmp_path / "cat", v, turn_rows("hot-1", "hotstar", "YES"))
+    manifest = root / "_runs" / "run-1" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["job"] = {"tasks_file": str(recorded_tasks_file or "")}
+    manifest.write_text(json.dumps(m))
+    return root, tasks_file, task
+
+
+def test_tasks_of_the_runs_tasks_file_get_their_prompt_back(tmp_path):
+    root, tasks_file, task = _custom_task_catalog(tmp_path, None)
+    data = read_run(root)
+    summary = export_sft(data, tmp_path / "no-file")
+    assert summary.written == 0 and list(summary.skipped) == [
+        "task not defined here (a task of the run's tasks file: pass --tasks-file; tasks file used: none)"]
+    summary = export_sft(data, tmp_path / "sft", tasks_file=tasks_file)
+    rec = json.loads((tmp_path / "sft" / "spec_vetting_sft.json").read_text())
+    assert summary.written == 1 and rec[0]["conversations"][1]["value"] == "<image>\n" + task.prompt
+    rows, _ = verl_rows(data, tasks_file=tasks_file, read_spectrum=fake_reader)
+    assert rows[0]["data_source"] == "hotstar" and rows[0]["prompt"][1]["content"] == "<image>\n" + task.prompt
+    # the file edited since the run: its prompt no longer hashes to the recorded version, so nothing is exported
+    tasks_file.write_text(TASKS_YAML.replace("He II 4686", "He I 4471"))
+    summary = export_sft(data, tmp_path / "edited", tasks_file=tasks_file)
+    assert summary.written == 0 and "prompt text not recoverable" in next(iter(summary.skipped))
+
+
+def test_cli_export_uses_the_tasks_file_recorded_in_the_manifest(tmp_path):
+    root, tasks_file, _ = _custom_task_catalog(tmp_path, tmp_path / "tasks.yaml")
+    res = CliRunner().invoke(main, ["export", "sft", str(root), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    assert "1 records written" in res.output
+
+
+def test_cli_export_tasks_file_problems_are_clear(tmp_path):
+    root, tasks_file, _ = _custom_task_catalog(tmp_path, tmp_path / "moved" / "tasks.yaml")
+    res = CliRunner().invoke(main, ["export", "sft", str(root), "-o", str(tmp_path / "o")])
+    assert res.exit_code == 0 and "0 records written" in res.output
+    assert "moved/tasks.yaml, which is not found from here" in res.output and "--tasks-file" in res.output
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks: [\n")
+    res = CliRunner().invoke(main, ["export", "verl", str(root), "-o", str(tmp_path / "x.parquet"),
+                                    "--tasks-file", str(bad)])
+    assert res.exit_code == 1 and "bad.yaml" in res.output and "Traceback" not in res.output

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from ..errors import SpecVettingError
@@ -11,16 +13,37 @@ _labels_option = click.option(
     help="labels (CSV/Parquet candidate_id, task, label) or the review page's export; override the catalog's",
 )
 _run_option = click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+_tasks_file_option = click.option(
+    "--tasks-file", type=click.Path(exists=True, dir_okay=False),
+    help="YAML tasks file the run used for its own tasks (default: the one recorded in the run's manifest)",
+)
 
 
-def _load(root, run_id, labels_file):
+def _load(root, run_id, labels_file, tasks_file):
+    """The run, its labels, and the tasks file that gives back the prompts of tasks not built in."""
     from ..report.labels import read_label_file
-    from ..report.run_data import read_run
+    from ..report.run_data import read_run, run_tasks_file
 
     try:
-        return read_run(root, run_id), (read_label_file(labels_file) if labels_file else None)
+        data = read_run(root, run_id)
+        labels = read_label_file(labels_file) if labels_file else None
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
+    if tasks_file is None:
+        recorded = run_tasks_file(root, data.run_id)
+        if recorded and Path(recorded).is_file():
+            tasks_file = recorded
+        elif recorded:
+            click.echo(f"warning: the run used tasks file {recorded}, which is not found from here; rows of its "
+                       "tasks are skipped unless you pass --tasks-file", err=True)
+    if tasks_file is not None:
+        from ..inspect.tasks import list_tasks
+
+        try:
+            list_tasks(tasks_file)  # a broken file is the user's to fix, not a reason to skip every row
+        except SpecVettingError as exc:
+            raise click.ClickException(str(exc)) from exc
+    return data, labels, tasks_file
 
 
 @click.group("export")
@@ -33,13 +56,14 @@ def export():
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="dataset folder")
 @_labels_option
 @_run_option
+@_tasks_file_option
 @click.option("--include-recovered", is_flag=True, help="also keep trajectories whose answer format was recovered")
-def sft(root, out_dir, labels_file, run_id, include_recovered):
+def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered):
     """ShareGPT records of trajectories whose verdict a label or reviewer confirmed, images, dataset_info.json."""
     from ..export import export_sft
 
-    data, labels = _load(root, run_id, labels_file)
-    summary = export_sft(data, out_dir, labels=labels, include_recovered=include_recovered)
+    data, labels, tasks_file = _load(root, run_id, labels_file, tasks_file)
+    summary = export_sft(data, out_dir, labels=labels, include_recovered=include_recovered, tasks_file=tasks_file)
     click.echo(summary.text())
 
 
@@ -48,13 +72,14 @@ def sft(root, out_dir, labels_file, run_id, include_recovered):
 @click.option("-o", "--out", "out_file", required=True, type=click.Path(dir_okay=False), help="Parquet file")
 @_labels_option
 @_run_option
-def verl(root, out_file, labels_file, run_id):
+@_tasks_file_option
+def verl(root, out_file, labels_file, run_id, tasks_file):
     """SpecVI-Bench-like Parquet rows (prompt, image, ground truth, create_kwargs) for GRPO with verl.
 
     The spectrum arrays are re-read from each candidate's file; rows whose file is gone are skipped and counted.
     """
     from ..export import export_verl
 
-    data, labels = _load(root, run_id, labels_file)
-    summary = export_verl(data, out_file, labels=labels)
+    data, labels, tasks_file = _load(root, run_id, labels_file, tasks_file)
+    summary = export_verl(data, out_file, labels=labels, tasks_file=tasks_file)
     click.echo(summary.text())

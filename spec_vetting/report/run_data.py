@@ -122,6 +122,24 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> Run
     return data
 
 
+def run_manifest(root, run_id: str) -> dict:
+    """ROOT/_runs/<run_id>/manifest.json as written by the pipeline; {} when it is absent or unreadable."""
+    import json
+
+    path = Path(root) / "_runs" / str(run_id) / "manifest.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def run_tasks_file(root, run_id: str) -> str | None:
+    """The ``--tasks-file`` the run was started with (as recorded; may be relative to where it was started)."""
+    job = run_manifest(root, run_id).get("job") or {}
+    value = job.get("tasks_file") if isinstance(job, dict) else None
+    return str(value) if value else None
+
+
 def _latest(table: pa.Table, runs: list[str]) -> str:
     """The run with the newest run_date; run ids break ties (they sort by start time in the pipeline's naming)."""
     if "run_date" in table.column_names:
