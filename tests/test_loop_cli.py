@@ -37,13 +37,27 @@ def test_inspect_json_against_server(tmp_path):
 
 
 @pytest.mark.slow
-def test_inspect_readable_output():
-    with FakeOpenAIServer() as srv:
-        res = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cc", "--endpoint", srv.base_url])
+def test_inspect_readable_output(monkeypatch):
+    monkeypatch.setenv("MY_GATEWAY_KEY", "sk-cli-789")
+    with FakeOpenAIServer(p_yes=0.75) as srv:
+        res = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cc", "--endpoint", srv.base_url,
+                                        "--logprobs", "--api-key-env", "MY_GATEWAY_KEY"])
         assert res.exit_code == 0, res.output
         assert "task carbon (Carbon Star (C-type))" in res.output
         assert "-- turn 1" in res.output and "zoom 6500-6600 Å" in res.output
-        assert "verdict: YES (well_formed)" in res.output
+        assert "verdict: YES (well_formed), p_yes 0.750 (logprobs)" in res.output
+        assert all(q.body["logprobs"] is True for q in srv.chat_requests)
+        assert all(q.headers.get("Authorization") == "Bearer sk-cli-789" for q in srv.requests)
+        assert "sk-cli-789" not in res.output
+
+
+def test_inspect_defaults_to_the_rules_engine_without_endpoint():
+    res = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["engine"] == "rules" and out["model"] is None
+    assert out["verdict"] in ("YES", "NO", "UNDECIDED") and out["status"] in ("well_formed", "none")
+    assert out["turns"] and set(out["turns"][0]) >= {"assistant_text", "tool_call", "tool_response_text"}
 
 
 def test_usage_errors():
@@ -53,6 +67,17 @@ def test_usage_errors():
     assert r.exit_code == 2 and "--endpoint" in r.output
     r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--engine", "local"])
     assert r.exit_code == 2 and "--model" in r.output
+    for bad in (["--temperature", "-0.5"], ["--time-budget", "0"], ["--timeout", "0"]):
+        r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", *bad])
+        assert r.exit_code == 2 and bad[0] in r.output
+
+
+def test_missing_model_folder_is_a_usage_error_found_before_reading(tmp_path):
+    bad = tmp_path / "x.fits"
+    bad.write_bytes(b"not fits")  # never read: the model folder is checked first
+    r = CliRunner().invoke(main, ["inspect", str(bad), "--task", "cv", "--engine", "local",
+                                  "--model", str(tmp_path / "no-such-model")])
+    assert r.exit_code == 2 and "no-such-model does not exist" in r.output
 
 
 def test_dead_server_exits_1(tmp_path):

@@ -25,11 +25,11 @@ def _parse_target(value: str | None) -> int | str | None:
 
 
 def _engine_options(engine: str, endpoints: tuple[str, ...], model: str | None, device: str,
-                    timeout: float) -> dict[str, Any]:
+                    timeout: float, api_key_env: str) -> dict[str, Any]:
     if engine == "openai":
         if not endpoints:
             raise ConfigError("--engine openai needs at least one --endpoint URL (e.g. http://localhost:30000/v1)")
-        return {"endpoints": list(endpoints), "model": model, "timeout_s": timeout}
+        return {"endpoints": list(endpoints), "model": model, "timeout_s": timeout, "api_key_env": api_key_env}
     if endpoints:
         raise ConfigError(f"--endpoint is only used by --engine openai, not {engine}")
     if engine == "local":
@@ -136,7 +136,21 @@ def _print_readable(result, task, spectrum_label: str, image_files: dict[int, st
         click.echo(f"error ({result.error_kind}): {result.error_message}")
 
 
-@click.command("inspect")
+EPILOG = """\b
+Examples:
+  spec-vet inspect spec-55862-B6212_sp06-006.fits --task cv              rules engine, no GPU
+  spec-vet inspect FILE --task cc --endpoint http://gpu1:30000/v1 --json   Spec-o3 on an SGLang server
+  spec-vet inspect coadd.fits --task cv --target TARGETID --endpoint URL1 --endpoint URL2
+  spec-vet inspect FILE --task wd --engine local --model ./spec-o3-3b --device cuda --save-images out/
+
+\b
+The API key for --endpoint servers is read from the environment variable named by --api-key-env
+(SPEC_VETTING_API_KEY by default) and never printed. Exit codes: 0 a verdict or UNDECIDED, 1 the inspection
+could not finish (unreadable file, servers down, ERROR verdict), 2 usage or configuration error.
+"""
+
+
+@click.command("inspect", epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--task", "task_key", required=True, help="Task key, e.g. cv, carbon (cc), ss, gm, wd.")
 @click.option("--target", help="DESI TARGETID, or a row for trimmed multi-target files.")
@@ -149,20 +163,25 @@ def _print_readable(result, task, spectrum_label: str, image_files: dict[int, st
 @click.option("--device", default="cpu", show_default=True, help="Device of the local engine (cpu, cuda, cuda:1).")
 @click.option("--tasks-file", type=click.Path(exists=True, dir_okay=False), help="YAML file of extra tasks.")
 @click.option("--redshift", type=float, help="Redshift for the rest frame (default: the survey pipeline's).")
-@click.option("--temperature", type=float, default=0.0, show_default=True, help="Sampling temperature.")
+@click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
+              help="Sampling temperature (0 is greedy, as the published validation).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
               help="Max tokens per assistant turn.")
 @click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True,
               help="Max assistant turns (training used 8).")
 @click.option("--logprobs/--no-logprobs", default=False, help="Ask the server for logprobs to compute p_yes.")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Per-request timeout (openai), s.")
-@click.option("--time-budget", type=float, help="Wall-time budget of the whole inspection, s.")
+@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=300.0, show_default=True,
+              help="Per-request timeout (openai), s.")
+@click.option("--api-key-env", default="SPEC_VETTING_API_KEY", show_default=True,
+              help="Environment variable holding the servers' API key (openai), if they need one.")
+@click.option("--time-budget", type=click.FloatRange(min=0.0, min_open=True),
+              help="Wall-time budget of the whole inspection, s (counted once the engine takes it).")
 @click.option("--title", default="Spectrum", show_default=True,
               help="Plot title; the RL data used the default.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--save-images", type=click.Path(file_okay=False), help="Write the full view and each zoom as PNG.")
 def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_file, redshift, temperature,
-                max_tokens, max_turns, logprobs, timeout, time_budget, title, as_json, save_images):
+                max_tokens, max_turns, logprobs, timeout, api_key_env, time_budget, title, as_json, save_images):
     """Run one inspection of the spectrum in PATH and print its trajectory."""
     from ..engines import create_engine
     from ..engines.base import InspectionContext, Sampling
@@ -172,7 +191,10 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
     engine_name = engine or ("openai" if endpoints else "rules")
     try:
         task = get_task(task_key, tasks_file)
-        eng = create_engine(engine_name, **_engine_options(engine_name, endpoints, model, device, timeout))
+        eng = create_engine(engine_name, **_engine_options(engine_name, endpoints, model, device, timeout,
+                                                             api_key_env))
+        if engine_name == "local":
+            eng.identity()  # checks the model folder from its files, before the spectrum is read or weights load
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
 
@@ -200,7 +222,9 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
 
     try:
         result = asyncio.run(main())
-    except SpecVettingError as exc:  # the engine could not start: servers down, model folder missing ...
+    except ConfigError as exc:  # the engine's configuration is wrong (e.g. a device torch does not see)
+        raise click.UsageError(str(exc)) from exc
+    except SpecVettingError as exc:  # the engine could not start: servers down, no model listed ...
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     files = _save_images(result, Path(save_images)) if save_images else {}
