@@ -155,6 +155,19 @@ def test_specvi_prompts_and_cli_import(tmp_path):
     assert {t.key for t in load_tasks_file(out)} == {"carbon", "cv", "wd"}
 
 
+def test_cli_import_specvi_unwritable_output_is_a_usage_error(tmp_path):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+
+    f = tmp_path / "test_cv.parquet"
+    _specvi_file(f, [("cv", "<image>\nAnalyze the provided spectrum to determine if it is a **CV**.")])
+    out = tmp_path / "no-such-dir" / "tasks.yaml"
+    res = CliRunner().invoke(main, ["tasks", "import-specvi", str(f), "-o", str(out)])
+    assert res.exit_code == 2 and f"cannot write {out}" in res.output and "-o" in res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
 def test_specvi_bad_file(tmp_path):
     f = tmp_path / "x.parquet"
     pq.write_table(pa.table({"a": [1]}), f)

@@ -85,8 +85,13 @@ def import_specvi(parquet: str, output: str) -> None:
     new_keys = {t.key for t in imported}
     merged = [t for t in existing if t.key not in new_keys] + imported
     tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(dump_tasks_yaml(merged), encoding="utf-8")
-    tmp.replace(out)
+    try:  # written whole, then renamed: an existing tasks file is never left half-written
+        tmp.write_text(dump_tasks_yaml(merged), encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        if tmp.parent.is_dir():
+            tmp.unlink(missing_ok=True)
+        raise click.UsageError(f"cannot write {out} ({exc.strerror or exc}); pass -o with a writable path") from exc
     for t in imported:
         click.echo(f"{t.key}: {t.class_name} [{t.version}]")
     click.echo(f"wrote {len(merged)} task(s) to {out}; use --tasks-file {out}")
