@@ -207,6 +207,14 @@ def test_cli_errors_are_actionable(tmp_path):
     bad.write_text("candidate_id,label\nx,perhaps\n")
     res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(bad)])
     assert res.exit_code == 1 and "row 1" in res.output and "perhaps" in res.output
+    binary = tmp_path / "labels.csv"
+    binary.write_bytes(b"\xb3\x00\xff" * 40)
+    res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(binary)])
+    assert res.exit_code == 1 and "labels.csv" in res.output and "not a UTF-8 CSV" in res.output
+    no_id = tmp_path / "noid.csv"
+    no_id.write_text("id,label\nx,YES\n")
+    res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(no_id)])
+    assert res.exit_code == 1 and "no candidate_id column (columns: id, label)" in res.output
 
 
 def test_cli_review_queue(tmp_path):

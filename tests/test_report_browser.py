@@ -86,3 +86,12 @@ def test_xss_payload_stays_inert_text(dom):
     assert '<img src="x"' not in text and "<img src=x" not in text
     assert "&lt;img src=x onerror=" in text  # shown, escaped, as the model wrote it
     assert "&lt;/script&gt;&lt;script&gt;document.body" in text
+
+
+def test_exported_csv_is_accepted_as_labels_by_eval_and_export(dom, tmp_path):
+    from spec_vetting.report.labels import read_label_file
+
+    path = tmp_path / "review-run-1.csv"
+    path.write_text(dom["result"]["csv"], encoding="utf-8", newline="")
+    # agree on a YES verdict -> YES; disagree on a NO verdict -> YES (what eval --labels and export sft read)
+    assert read_label_file(path) == {("cv-001", "cv"): "YES", ("cv-002", "cv"): "YES"}

@@ -53,8 +53,13 @@ def read_label_file(path) -> dict[LabelKey, str]:
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise CandidateListError(path, f"not a readable Parquet file ({exc})") from exc
     else:
-        with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
+        try:
+            with open(path, newline="", encoding="utf-8-sig") as fh:
+                rows = list(csv.DictReader(fh))
+        except (UnicodeDecodeError, csv.Error) as exc:
+            raise CandidateListError(
+                path, f"not a UTF-8 CSV file ({exc})", hint="save the labels as UTF-8 CSV, or pass a Parquet file"
+            ) from exc
     if rows and "candidate_id" not in rows[0]:
         raise CandidateListError(
             path, f"no candidate_id column (columns: {', '.join(rows[0])})", hint="name the id column candidate_id"
