@@ -25,6 +25,8 @@ READ_VARIANT = {
     "lamost-image": "lamost-lrs-image",
     "lamost-coadd-table": "lamost-lrs-coadd-table",
     "sdss-spec-lite": "sdss-spec-lite",
+    "sdss-spspec": "sdss-spspec",
+    "sdssv-spec": "sdssv-spec",
 }
 
 
@@ -45,7 +47,9 @@ def test_single_spectrum_layouts_round_trip(tmp_path, layout):
     assert r.meta.variant == READ_VARIANT[layout]
     assert_same(r, s)
     assert_same(read_spectrum(path, backend="fitsio"), s)  # the fast path reads our files the same way
-    assert r.meta.pipeline_class == "STAR" and r.meta.pipeline_subclass == "Carbon"
+    assert r.meta.pipeline_class == "STAR"
+    # spSpec files hold only a SPEC_CLN class code, every other layout a subclass
+    assert r.meta.pipeline_subclass == (None if layout == "sdss-spspec" else "Carbon")
     assert r.meta.redshift == pytest.approx(s.meta.redshift, abs=1e-7)
     assert r.meta.ra == pytest.approx(s.meta.ra)
 
@@ -172,3 +176,33 @@ def test_unknown_layout_and_option(tmp_path):
     with pytest.raises(TypeError, match="unknown option"):
         write_spectrum(s, tmp_path / "x.fits", "lamost-image", flavour="boss")
     assert set(LAYOUTS) == set(READ_VARIANT) | {"desi-coadd"}
+
+
+def test_spspec_layout_follows_the_dr7_data_model(tmp_path):
+    s = make_spectrum("wd_da", seed=6, wavelength=native_grid("sdss-spspec"))
+    path = write_spectrum(s, tmp_path / "spSpec-51630-0266-145.fit", "sdss-spspec")
+    with fits.open(path) as h:
+        assert len(h) == 1 and h[0].data.shape == (4, len(s))
+        hdr = h[0].header
+        assert hdr["CTYPE1"] == "LINEAR" and hdr["DC-FLAG"] == 1 and hdr["SPEC_CLN"] == 1  # STAR
+        sigma = h[0].data[2]
+        good = s.ivar > 0
+        np.testing.assert_allclose(sigma[good], 1 / np.sqrt(s.ivar[good]), rtol=1e-6)  # sigma, not ivar
+        assert (sigma[~good] == 0).all()
+    r = read_spectrum(path)
+    with fits.open(path) as h:
+        hdr = h[0].header
+        assert r.meta.ids == {"plate": hdr["PLATEID"], "mjd": hdr["MJD"], "fiberid": hdr["FIBERID"]}
+    assert r.meta.pipeline_class == "STAR" and r.meta.redshift == pytest.approx(s.meta.redshift)
+
+
+def test_sdssv_layout_carries_field_and_catalogid(tmp_path):
+    s = make_spectrum("cv", seed=6, wavelength=native_grid("sdssv-spec"))
+    path = write_spectrum(s, tmp_path / "spec-101077-59630-27021597848749000.fits", "sdssv-spec")
+    with fits.open(path) as h:
+        assert [x.name for x in h] == ["PRIMARY", "COADD", "SPALL", "SPZLINE"]
+        assert "PLATEID" not in h[0].header and "PLATE" not in h["SPALL"].columns.names
+        catalogid = int(h["SPALL"].data["CATALOGID"][0])
+    m = read_spectrum(path).meta
+    assert set(m.ids) == {"field", "mjd", "catalogid", "fiberid"} and m.ids["catalogid"] == catalogid
+    assert m.pipeline_version == "v6_1_3" and m.pipeline_subclass == "CV"

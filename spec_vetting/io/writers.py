@@ -17,6 +17,11 @@ dtypes, and their quirks) as documented in ``shared/docs/SURVEY_FORMATS.md``:
   (uint32 stored as int32 with BZERO), _RESOLUTION, SCORES; several targets per file plus a stuck fibre (negative
   TARGETID, non-zero COADD_FIBERSTATUS, no data) and a sky fibre (OBJTYPE SKY) for readers to skip.
   :func:`write_redrock` writes the matching ``redrock-*.fits`` (REDSHIFTS, FIBERMAP).
+- ``sdss-spspec``: DR1-DR7 ``spSpec-MJD-PLATE-FIBER.fit``, built from the DR7 data model (no real file was found):
+  4-row float32 primary image flux / continuum-subtracted flux / sigma (not ivar) / pixel mask, log-linear
+  ``COEFF0``/``COEFF1``, classification as ``SPEC_CLN`` and ``Z``/``Z_ERR``/``Z_WARNIN`` header keys.
+- ``sdssv-spec``: SDSS-V (DR18+) ``spec-FIELD-MJD-CATALOGID``: the BOSS spec-lite layout with ``FIELD``,
+  ``CATALOGID`` (header and SPALL) in place of the plate and specobjid (unverified against a real file).
 
 A spectrum not on the layout's native grid is resampled onto it (:func:`resample`). Flux values are written as
 they are (no unit conversion): a synthetic spectrum keeps its numbers in any layout. In the DESI arm overlaps the
@@ -43,6 +48,8 @@ LAYOUTS: tuple[str, ...] = (
     "lamost-image",
     "lamost-coadd-table",
     "sdss-spec-lite",
+    "sdss-spspec",
+    "sdssv-spec",
     "desi-coadd",
 )
 
@@ -111,6 +118,10 @@ def native_grid(layout: str, *, flavour: str = "legacy") -> np.ndarray:
         return lamost_grid()
     if layout == "sdss-spec-lite":
         return sdss_grid(flavour)
+    if layout == "sdss-spspec":
+        return sdss_grid("legacy")
+    if layout == "sdssv-spec":
+        return sdss_grid("boss")
     return desi_full_grid()
 
 
@@ -521,6 +532,101 @@ def _write_sdss_lite(spectrum: Spectrum, path: Path, flavour: str) -> fits.HDULi
     return fits.HDUList([primary, coadd, specobj, zline])
 
 
+SDSSV_RUN2D = "v6_1_3"
+#: spSpec SPEC_CLN codes of the DR8+ classes (classic.sdss.org/dr7/dm/flatFiles/spSpec.html)
+SPEC_CLN_CODES = {"UNKNOWN": 0, "STAR": 1, "GALAXY": 2, "QSO": 3}
+
+
+def _write_spspec(spectrum: Spectrum) -> fits.HDUList:
+    """DR1-DR7 spSpec: rows flux, continuum-subtracted flux, sigma, mask; wavelength only from COEFF0/COEFF1."""
+    if not _is_log_grid(spectrum.wavelength, SDSS_DLOGLAM):
+        spectrum = resample(spectrum, sdss_grid("legacy"))
+    m = spectrum.meta
+    ids = _sdss_ids(spectrum, _run2d_code("26"))
+    ra, dec = _radec(spectrum)
+    good = spectrum.good
+    cont = _smooth_continuum(spectrum.flux, good)
+    sigma = np.where(spectrum.ivar > 0, 1.0 / np.sqrt(np.where(spectrum.ivar > 0, spectrum.ivar, 1.0)), 0.0)
+    mask = np.where(spectrum.mask, 1 << 24, 0)  # NODATA, a pixel-level SPPIXMASK bit
+    data = np.vstack([spectrum.flux, spectrum.flux - cont, sigma, mask]).astype(np.float32)
+    hdu = fits.PrimaryHDU(data=data)
+    h = hdu.header
+    coeff0 = float(np.log10(spectrum.wavelength[0]))
+    h["TELESCOP"] = ("SDSS 2.5-M", "Sloan Digital Sky Survey")
+    h["NAME"] = (f"{int(ids['plate']):04d}-{int(ids['mjd'])}-{int(ids['fiberid']):03d}", "plate-mjd-fiber")
+    h["PLATEID"] = (int(ids["plate"]), "Plate Id")
+    h["MJD"] = (int(ids["mjd"]), "MJD of observation")
+    h["FIBERID"] = (int(ids["fiberid"]), "Fiber number (1-640)")
+    h["RAOBJ"] = (ra, "RA (deg) of object")
+    h["DECOBJ"] = (dec, "DEC (deg) of object")
+    h["VERSION"] = ("v5_4", "spectro1d version")
+    h["COEFF0"] = (coeff0, "Center wavelength (log10) of first pixel")
+    h["COEFF1"] = (SDSS_DLOGLAM, "Log10 dispersion per pixel")
+    # the WCS keys repeat the log10 grid under CTYPE1 'LINEAR' (DC-FLAG = 1 means log-linear), as in the data model
+    h["CRVAL1"] = (coeff0, "Center wavelength (log10) of first pixel")
+    h["CD1_1"] = (SDSS_DLOGLAM, "Log10 dispersion per pixel")
+    h["CRPIX1"] = (1, "Starting pixel (1-indexed)")
+    h["CTYPE1"] = ("LINEAR", "")
+    h["DC-FLAG"] = (1, "Log-linear flag")
+    h["BUNIT"] = ("1E-17 erg/cm/s/Ang", "units")  # the 'mutilated' unit string of the real files
+    cls = (m.pipeline_class or "UNKNOWN").upper()
+    h["SPEC_CLN"] = (SPEC_CLN_CODES.get(cls, 0), "Spectral classification")
+    h["Z"] = (float(m.redshift if m.redshift is not None else 0.0), "Redshift")
+    h["Z_ERR"] = (float(m.redshift_err if m.redshift_err is not None else 0.0), "Redshift error")
+    h["Z_CONF"] = (0.99, "Redshift confidence")
+    h["Z_STATUS"] = (4, "Redshift status")
+    h["Z_WARNIN"] = (0 if m.redshift is not None else 4, "Redshift warning flags")
+    return fits.HDUList([hdu])
+
+
+def _sdssv_ids(spectrum: Spectrum) -> dict:
+    ids = dict(spectrum.meta.ids) if spectrum.meta.survey == "sdss" and "catalogid" in spectrum.meta.ids else {}
+    k = _key(spectrum)
+    ids.setdefault("field", 100_000 + k % 20_000)
+    ids.setdefault("mjd", 59_000 + (k >> 4) % 2000)
+    ids.setdefault("catalogid", 27_021_597_000_000_000 + k % 1_000_000_000)
+    ids.setdefault("fiberid", 1 + (k >> 12) % 500)
+    return ids
+
+
+def _write_sdssv(spectrum: Spectrum, path: Path) -> fits.HDUList:
+    """The BOSS spec-lite layout with SDSS-V identifiers: FIELD/CATALOGID instead of PLATEID/SPECOBJID."""
+    hdul = _write_sdss_lite(spectrum, path, "boss")
+    ids = _sdssv_ids(spectrum)
+    h = hdul[0].header
+    for key in ("PLATEID", "SPEC_ID"):
+        del h[key]
+    h["MJD"] = int(ids["mjd"])
+    h["FIBERID"] = int(ids["fiberid"])
+    h.set("FIELD", int(ids["field"]), "Field ID", after="MJD")  # CATALOGID (9 letters) lives in SPALL only
+    h.set("OBSERV", "APO", "Observatory", after="TELESCOP")
+    h["RUN2D"] = SDSSV_RUN2D
+    h["VERS2D"] = SDSSV_RUN2D
+    replaced = {"PLATE", "SPECOBJID", "FIELD", "MJD", "FIBERID", "RUN2D", "PROGRAMNAME"}
+    ident = [
+        fits.Column(name="FIELD", format="J", array=np.array([ids["field"]], dtype=np.int32)),
+        fits.Column(name="MJD", format="J", array=np.array([ids["mjd"]], dtype=np.int32)),
+        fits.Column(name="CATALOGID", format="K", array=np.array([ids["catalogid"]], dtype=np.int64)),
+        fits.Column(name="FIBERID", format="J", array=np.array([ids["fiberid"]], dtype=np.int32)),
+        fits.Column(name="RUN2D", format="7A", array=np.array([SDSSV_RUN2D])),
+        fits.Column(name="PROGRAMNAME", format="27A", array=np.array(["bhm_aqmes"])),
+    ]
+    spall = hdul["SPALL"]
+    hdul["SPALL"] = fits.BinTableHDU.from_columns(
+        ident + [c for c in spall.columns if c.name not in replaced], name="SPALL"
+    )
+    zline = hdul["SPZLINE"]
+    nl = len(zline.data)
+    hdul["SPZLINE"] = fits.BinTableHDU.from_columns(
+        [fits.Column(name="FIELD", format="J", array=np.full(nl, ids["field"], dtype=np.int32)),
+         fits.Column(name="MJD", format="J", array=np.full(nl, ids["mjd"], dtype=np.int32)),
+         fits.Column(name="FIBERID", format="J", array=np.full(nl, ids["fiberid"], dtype=np.int32))]
+        + [c for c in zline.columns if c.name not in ("PLATE", "MJD", "FIBERID")],
+        name="SPZLINE",
+    )  # fmt: skip
+    return hdul
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # DESI
 
@@ -911,16 +1017,19 @@ def write_spectrum(spectrum: Spectrum, path: str | Path, layout: str, **options)
     if layout == "desi-coadd":
         write_desi_coadd([spectrum], path, **options)
         return path
+    rename = None
     if layout == "sdss-spec-lite":
         flavour = options.pop("flavour", "legacy")
         hdul = _write_sdss_lite(spectrum, path, flavour)
-        rename = None
+    elif layout == "sdss-spspec":
+        hdul = _write_spspec(spectrum)
+    elif layout == "sdssv-spec":
+        hdul = _write_sdssv(spectrum, path)
     elif layout == "lamost-coadd-table":
         hdul = _write_lamost_table(spectrum, path)
         rename = {b"XNAXIS1 ": b"NAXIS1  ", b"XNAXIS2 ": b"NAXIS2  "}
     else:
         hdul = _write_lamost_image(spectrum, path, "dr1" if layout == "lamost-dr1-image" else "dr7")
-        rename = None
     if options:
         raise TypeError(f"unknown option(s) for layout {layout}: {', '.join(sorted(options))}")
     _save(hdul, path, gzip_bytes=gzip_bytes, rename=rename)
