@@ -24,7 +24,6 @@ picture is drawn once and written by Pillow at a fast zlib level (same pixels, b
 
 from __future__ import annotations
 
-import io
 import logging
 import threading
 from collections import OrderedDict
@@ -34,15 +33,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure, SubplotParams
 from matplotlib import _tight_bbox  # private, but it is exactly what savefig uses
 from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
-from PIL import Image
 
 from . import style
+from .png import encode_png
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks
 from .text_renderer import TextCachingRendererAgg
 from .layout import PlotLayout
 
-#: zlib level of the PNG writer: 1 is several times faster than matplotlib's default 6; pixels are identical
-PNG_COMPRESS_LEVEL = 1
 # savefig's default padding around the tight bounding box (rcParams["savefig.pad_inches"])
 _PAD_INCHES = 0.1
 
@@ -174,19 +171,9 @@ def _figure_for(figsize: tuple[float, float]) -> _SizeClassFigure:
     return fig
 
 
-def encode_png(rgba: np.ndarray) -> bytes:
-    """PNG bytes of an RGBA buffer; RGB when fully opaque (the figure background is), which decodes the same."""
-    image = Image.fromarray(rgba, "RGBA")
-    if rgba[..., 3].min() == 255:
-        image = image.convert("RGB")
-    buf = io.BytesIO()
-    image.save(buf, format="PNG", compress_level=PNG_COMPRESS_LEVEL)
-    return buf.getvalue()
-
-
 def render_png(lay: PlotLayout) -> bytes:
     with _LOCK:
         figure = _figure_for(lay.figsize)
         figure.update(lay)
-        rgba = figure.draw_rgba().copy()
+        rgba = figure.draw_rgba().copy()  # the renderer's buffer is overwritten by the next picture
     return encode_png(rgba)

