@@ -88,6 +88,14 @@ def info(path: str, target: str | None, redrock: str | None, as_json: bool) -> N
     \b
     A multi-target DESI file without --target lists every usable science target; skipped fibres (sky, stuck,
     bad FIBERSTATUS, no good pixel) are counted on stderr. Bad input exits with status 1 and the reason.
+    The layout is recognised from the content, never the name (gzip bytes under a .fits name are fine).
+
+    \b
+    Examples:
+      spec-vet info spec-55862-B6212_sp06-006.fits          LAMOST LRS (DR1 image, DR2+ image, DR8+ table)
+      spec-vet info spec-0266-51602-0013.fits --json        SDSS spec / spSpec / SDSS-V, as one JSON object
+      spec-vet info coadd-sv3-dark-26065.fits --json        DESI: a JSON list, one object per usable target
+      spec-vet info coadd-sv3-dark-26065.fits --target 39627866878511337 --redrock redrock-sv3-dark-26065.fits
     """
     from ..io import iter_spectra, read_spectrum
     from ..io.fits_open import open_fits
