@@ -74,7 +74,19 @@ def test_every_manifest_file(manifest, real_dir):
             plate, mjd, fiber = row["path"].split("/")[1].split("-")[1:4]
             assert (m.ids["plate"], m.ids["mjd"], m.ids["fiberid"]) == (int(plate), int(mjd), int(fiber[:4]))
         else:
-            assert "targetid" in m.ids or "row" in m.ids
+            name = row["path"].split("/")[1]
+            if name.startswith("quasarnp"):  # trimmed: no FIBERMAP, spectra are addressed by row
+                assert [x.meta.ids for x in spectra] == [{"row": x.meta.row} for x in spectra]
+                assert len({x.meta.row for x in spectra}) == len(spectra) == 24
+            elif name.split("-")[1].isdigit():  # tile files: coadd-PETAL-TILEID-thruNIGHT
+                petal, tile = (int(x) for x in name.split("-")[1:3])
+                assert m.ids == {"targetid": m.ids["targetid"], "tileid": tile, "petal": petal}, name
+            else:  # healpix files: coadd-SURVEY-PROGRAM-PIXNUM
+                survey, program, pixnum = name.split(".")[0].split("-")[1:4]
+                assert m.ids == {"targetid": m.ids["targetid"], "healpix": int(pixnum), "survey": survey,
+                                 "program": program}, name
+            if not name.startswith("quasarnp"):
+                assert all(x.meta.ids["targetid"] > 0 for x in spectra)  # skipped fibres have negative ones
         if row["pipeline_class"]:
             assert m.pipeline_class == row["pipeline_class"], row["path"]
             assert (m.pipeline_subclass or "") == row["pipeline_subclass"], row["path"]
