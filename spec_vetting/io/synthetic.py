@@ -338,35 +338,33 @@ def _metals(m: _Model, rng: np.random.Generator, strength: float) -> None:
         m.line_absorption(line, rng.uniform(3, 5), 0.35 * strength * _jit(rng))
 
 
+def _normal_star(rng, wave, teff: tuple, balmer_fwhm: tuple, balmer_depth: tuple, metals: tuple):
+    """An A-K star: blackbody continuum, Balmer absorption and metal lines; the types differ only in the ranges
+    drawn from (hotter: broader, deeper Balmer lines and weaker metals). Returns the model and its temperature."""
+    t = rng.uniform(*teff)
+    m = _Model(wave, _planck(wave, t))
+    _balmer_star(m, rng, balmer_fwhm, balmer_depth)
+    _metals(m, rng, rng.uniform(*metals))
+    return m, t
+
+
 def _gen_a_star(rng, wave):
-    teff = rng.uniform(7500, 10000)
-    m = _Model(wave, _planck(wave, teff))
-    _balmer_star(m, rng, (10, 30), (0.35, 0.65))
-    _metals(m, rng, rng.uniform(0.0, 0.15))
+    m, _ = _normal_star(rng, wave, (7500, 10000), (10, 30), (0.35, 0.65), (0.0, 0.15))
     return m, "STAR", f"A{rng.integers(0, 8)}V"
 
 
 def _gen_f_star(rng, wave):
-    teff = rng.uniform(6000, 7500)
-    m = _Model(wave, _planck(wave, teff))
-    _balmer_star(m, rng, (6, 15), (0.2, 0.45))
-    _metals(m, rng, rng.uniform(0.2, 0.45))
+    m, _ = _normal_star(rng, wave, (6000, 7500), (6, 15), (0.2, 0.45), (0.2, 0.45))
     return m, "STAR", f"F{rng.integers(0, 10)}"
 
 
 def _gen_g_star(rng, wave):
-    teff = rng.uniform(5200, 6000)
-    m = _Model(wave, _planck(wave, teff))
-    _balmer_star(m, rng, (4, 8), (0.1, 0.25))
-    _metals(m, rng, rng.uniform(0.45, 0.7))
+    m, _ = _normal_star(rng, wave, (5200, 6000), (4, 8), (0.1, 0.25), (0.45, 0.7))
     return m, "STAR", f"G{rng.integers(0, 10)}"
 
 
 def _gen_k_star(rng, wave):
-    teff = rng.uniform(3900, 5200)
-    m = _Model(wave, _planck(wave, teff))
-    _balmer_star(m, rng, (3, 6), (0.05, 0.15))
-    _metals(m, rng, rng.uniform(0.65, 0.95))
+    m, teff = _normal_star(rng, wave, (3900, 5200), (3, 6), (0.05, 0.15), (0.65, 0.95))
     m.line_absorption(5110.0, rng.uniform(150, 250), rng.uniform(0.05, 0.2))  # MgH depression
     if teff < 4400:  # late K: first, weak TiO (why K stars confuse the M-giant and carbon tasks)
         _tio(m, rng, rng.uniform(0.03, 0.15))
