@@ -145,3 +145,29 @@ def test_title_passed_to_renderer():
     t, r = tool(title="Spectrum: spec-1.fits")
     t.full_view()
     assert r.calls[0][3] == "Spectrum: spec-1.fits"
+
+
+def test_single_point_window_is_drawn():
+    wl = np.array([4000.0, 4500.0, 5000.0])
+    t = ZoomTool(wl, np.ones(3), renderer=FakeRenderer())
+    res = t.call({"wavelength_range": [4400, 4600]})
+    assert res.ok and res.window == (4400.0, 4600.0)
+    assert res.text == "Generated spectral visualization focused on wavelength range (4400, 4600) Å."
+
+
+@pytest.mark.slow
+def test_real_renderer_unsorted_non_finite_input_and_single_point_window():
+    """Bad input as the trained routine met it: unsorted, NaN/inf points, a window holding one point."""
+    rng = np.random.default_rng(3)
+    wl = rng.permutation(np.linspace(3700.0, 9100.0, 500))
+    flux = 1.0 + rng.normal(0, 0.05, wl.size)
+    flux[:20] = np.nan
+    wl[20:25] = np.inf
+    t = ZoomTool(wl, flux)
+    finite = np.sort(wl[np.isfinite(wl) & np.isfinite(flux)])
+    a = finite[100]
+    res = t.call({"wavelength_range": [float(a) - 1e-3, float(a) + 1e-3]})  # exactly one point inside
+    assert res.ok and res.image_png.startswith(b"\x89PNG"), res.text
+    for bad in ([5000, 4000], [], ["a", "b"], [1, 2, 3], [10, 20]):
+        out = t.call({"wavelength_range": bad})
+        assert out.image_png is None and out.text.startswith("Error: The specified wavelength range")
