@@ -24,12 +24,12 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def dump_dom(page_path, profile_dir) -> str:
+def dump_dom(page_path, profile_dir, fragment="#selftest") -> str:
     cmd = [
         CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
         f"--user-data-dir={profile_dir}", "--virtual-time-budget=10000", "--dump-dom",
-        page_path.resolve().as_uri() + "#selftest",
+        page_path.resolve().as_uri() + fragment,
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -95,3 +95,36 @@ def test_exported_csv_is_accepted_as_labels_by_eval_and_export(dom, tmp_path):
     path.write_text(dom["result"]["csv"], encoding="utf-8", newline="")
     # agree on a YES verdict -> YES; disagree on a NO verdict -> YES (what eval --labels and export sft read)
     assert read_label_file(path) == {("cv-001", "cv"): "YES", ("cv-002", "cv"): "YES"}
+
+
+@pytest.fixture(scope="module")
+def split_pages(tmp_path_factory):
+    """The same kind of run written with two candidates per file: index.html and part-002.html."""
+    from spec_vetting.report.page import write_pages
+
+    tmp = tmp_path_factory.mktemp("split")
+    ids = [("a1", "cv", "YES"), ("a2", "cv", "NO"), ("b1", "wd", "YES"), ("b2", "wd", "NO")]
+    v = [verdict_row(c, t, ver, label="YES", p_yes=0.9) for c, t, ver in ids]
+    root = write_catalog(tmp / "cat", v, [r for c, t, ver in ids for r in turn_rows(c, t, ver)])
+    paths = write_pages(read_run(root), tmp / "out", per_file=2)
+    assert [p.name for p in paths] == ["index.html", "part-002.html"]
+    return tmp, paths
+
+
+def test_split_page_lists_the_whole_run_and_shows_its_own_trajectories(split_pages):
+    tmp, paths = split_pages
+    text = dump_dom(paths[1], tmp / "profile-a")
+    r = json.loads(html.unescape(re.search(r'<pre id="selftest-result">(.*?)</pre>', text, re.S).group(1)))
+    assert r["ids_visible"] == ["a1", "a2", "b1", "b2"] and r["part"] == 1 and r["parts"] == 2
+    assert r["details_here"] == ["b1", "b2"]
+    assert len(r["image_widths"]) == 4 and all(w > 0 for w in r["image_widths"])  # this file's images show
+    assert r["elsewhere"] == ["index.html#show=0", "index.html#show=1", None, None]  # a1, a2 open the first file
+    assert r["filter_shown"] == r["filter_expected"] == 2  # the filter covers candidates of both files
+    assert [row.split(",")[0] for row in r["csv"].split("\r\n")[1:3]] == ["a1", "a2"]  # export covers both too
+
+
+def test_split_page_opens_at_the_candidate_asked_for(split_pages):
+    tmp, paths = split_pages
+    text = dump_dom(paths[1], tmp / "profile-b", fragment="#show=3")  # where a click on b2 in index.html lands
+    detail = re.search(r'<div id="detail"><div class="candidate" data-candidate="([^"]+)"', text)
+    assert detail and detail.group(1) == "b2"

@@ -103,3 +103,39 @@ def test_run_data_reads_the_layout_without_the_catalog_module(tmp_path, monkeypa
     assert sorted(r["candidate_id"] for r in bare.verdicts) == sorted(r["candidate_id"] for r in with_module.verdicts)
     assert bare.initial_image("ok-1", "cv") == with_module.initial_image("ok-1", "cv") is not None
     assert [t["turn"] for t in bare.assistant_turns("evil", "cv")] == [0, 1]
+
+
+def test_big_runs_are_split_over_files_that_each_list_every_candidate(tmp_path):
+    from spec_vetting.report.page import build_pages, write_pages
+
+    data = read_run(_catalog(tmp_path))
+    pages = build_pages(data, per_file=2)
+    assert [name for name, _ in pages] == ["index.html", "part-002.html"]
+    blocks = [_data_block(text) for _, text in pages]
+    for n, block in enumerate(blocks):
+        assert [c["candidate_id"] for c in block["index"]] == ["evil", "ok-1", "und"]  # the whole run, every file
+        assert [c["part"] for c in block["index"]] == [0, 0, 1] and block["part"] == n
+        assert block["parts"] == [{"file": "index.html", "n": 2}, {"file": "part-002.html", "n": 1}]
+    assert [c["candidate_id"] for c in blocks[0]["candidates"]] == ["evil", "ok-1"]
+    assert [c["candidate_id"] for c in blocks[1]["candidates"]] == ["und"]
+    # each file embeds the images of its own candidates only
+    und = blocks[1]["candidates"][0]
+    und_refs = {und["initial_image"], und["turns"][0]["image"]}
+    first_refs = {c["turns"][0]["image"] for c in blocks[0]["candidates"]}
+    assert all(f'id="img-{r}"' in pages[1][1] for r in und_refs)
+    assert not any(f'id="img-{r}"' in pages[1][1] for r in first_refs - und_refs)
+    assert "file 2 of 2" in pages[1][1]
+    # a smaller page written later into the same folder leaves no stale part file behind
+    out = tmp_path / "site"
+    assert [p.name for p in write_pages(data, out, per_file=1)] == ["index.html", "part-002.html", "part-003.html"]
+    assert [p.name for p in write_pages(data, out)] == ["index.html"]
+    assert sorted(p.name for p in out.iterdir()) == ["index.html"]
+
+
+def test_cli_report_per_file(tmp_path):
+    root = _catalog(tmp_path)
+    res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "out"), "--per-file", "2"])
+    assert res.exit_code == 0, res.output
+    assert "and 1 part files beside it" in res.output and (tmp_path / "out" / "part-002.html").is_file()
+    res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "out"), "--per-file", "0"])
+    assert res.exit_code == 2

@@ -6,6 +6,7 @@ import click
 
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
+from ..report.page import DEFAULT_PER_FILE
 
 
 @click.command("report")
@@ -16,20 +17,24 @@ from ..errors import SpecVettingError
 @click.option("--only", type=click.Choice(["review-queue"]), help="only the verdicts of the review queue")
 @click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=DEFAULT_REVIEW_THRESHOLD, show_default=True,
               help="confidence below which a YES/NO verdict is uncertain")
-def report(root, out_dir, run_id, only, threshold):
+@click.option("--per-file", type=click.IntRange(min=1), default=DEFAULT_PER_FILE, show_default=True,
+              help="candidates whose trajectories go in one HTML file (a bigger run is split into part-NNN.html "
+                   "files; the list, filters and export in each file cover the whole run)")
+def report(root, out_dir, run_id, only, threshold, per_file):
     """Write a self-contained HTML review page (open DIR/index.html from disk; no server, no network).
 
     Reviewers filter by task, verdict and confidence, read each trajectory with its zoom images, mark agree /
     disagree / unsure (kept in the browser) and export a CSV that `spec-vet eval --labels` and
     `spec-vet export sft --labels` accept.
     """
-    from ..report.page import write_page
+    from ..report.page import write_pages
     from ..report.run_data import read_run
 
     try:
         data = read_run(root, run_id)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
-    path = write_page(data, out_dir, threshold=threshold, only_queue=only == "review-queue")
-    size_mb = path.stat().st_size / 1e6
-    click.echo(f"wrote {path} ({size_mb:.1f} MB, run {data.run_id})")
+    paths = write_pages(data, out_dir, threshold=threshold, only_queue=only == "review-queue", per_file=per_file)
+    size_mb = sum(p.stat().st_size for p in paths) / 1e6
+    more = f" and {len(paths) - 1} part files beside it" if len(paths) > 1 else ""
+    click.echo(f"wrote {paths[0]}{more} ({size_mb:.1f} MB, run {data.run_id}); open {paths[0].name} in a browser")

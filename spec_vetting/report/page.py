@@ -6,6 +6,12 @@ Images go in one ``<script type="text/plain">`` block each (base64, deduplicated
 ``data:`` URLs only when a candidate is shown, so a page with thousands of candidates opens quickly. The browser code
 lives in ``review.js`` / ``review.css`` beside this module and is inlined at build time; a Content-Security-Policy
 with their hashes allows exactly that code and nothing else (no network, no other script).
+
+Real renders weigh about 40 kB each, some 200 kB of page per candidate: one file for thousands of candidates would
+be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
+``part-002.html``, ...). Every file carries the light index of ALL candidates (id, task, verdict, p_yes, review
+reasons, which file): the list, the filters and the CSV export cover the whole run from any file, and choosing a
+candidate of another file opens that file at that candidate.
 """
 
 from __future__ import annotations
@@ -29,6 +35,16 @@ ID_COLUMNS = ("survey", "variant", "obsid", "designation", "plate", "mjd", "fibe
 
 #: list rows per page; the list of one page is plain text rows, cheap even at this size
 PAGE_SIZE = 1000
+
+#: candidates whose trajectories (and images) go in one HTML file; about 45 MB with real renders
+DEFAULT_PER_FILE = 200
+
+FIRST_FILE = "index.html"
+
+
+def part_file_name(part: int) -> str:
+    """File of the 0-based ``part``: index.html, part-002.html, part-003.html, ..."""
+    return FIRST_FILE if part == 0 else f"part-{part + 1:03d}.html"
 
 
 def _asset(name: str) -> str:
@@ -100,36 +116,80 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
     return records, images
 
 
-def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False) -> str:
-    """The whole HTML text of the review page for one run."""
+def _index_entry(record: dict, part: int) -> dict:
+    keys = ("candidate_id", "task", "verdict", "p_yes", "review_reasons")
+    return {**{k: record[k] for k in keys}, "part": part}
+
+
+def _image_refs(record: dict) -> list[str]:
+    refs = [record["initial_image"]] + [t["image"] for t in record["turns"]]
+    return [r for r in refs if r]
+
+
+def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
+                per_file: int = DEFAULT_PER_FILE) -> list[tuple[str, str]]:
+    """(file name, HTML text) of every file of the review page of one run; the first is ``index.html``."""
+    if per_file < 1:
+        raise ValueError(f"per_file must be at least 1, got {per_file}")
     records, images = candidate_records(data, threshold=threshold, only_queue=only_queue)
-    payload = {
-        "run_id": data.run_id, "root": data.root, "threshold": threshold, "page_size": PAGE_SIZE,
-        "only_queue": only_queue, "candidates": records,
-        "schema": {"decisions": list(DECISIONS), "decision_keys": DECISION_KEYS, "columns": list(REVIEW_CSV_COLUMNS)},
-    }
+    chunks = [records[i:i + per_file] for i in range(0, len(records), per_file)] or [[]]
+    index = [_index_entry(r, n) for n, chunk in enumerate(chunks) for r in chunk]
+    parts = [{"file": part_file_name(n), "n": len(chunk)} for n, chunk in enumerate(chunks)]
     js, css = _asset("review.js"), _asset("review.css")
     title = f"spec-vet review: run {data.run_id}" + (" (review queue)" if only_queue else "")
     note = f"{len(records)} verdicts from {data.root}. {ABSTAIN_NOTE} Decisions stay in this browser until exported."
-    image_blocks = "\n".join(
-        f'<script type="text/plain" id="img-{ref}">{b64}</script>' for ref, b64 in images.blobs.items()
-    )
-    values = {
-        "STYLE_HASH": _csp_hash(css), "SCRIPT_HASH": _csp_hash(js), "CSS": css, "JS": js,
-        "TITLE": html.escape(title), "NOTE": html.escape(note), "IMAGES": image_blocks,
-        "DATA": json_for_script(payload),
-    }
-    # one pass over the template only: text coming from the data is never searched for placeholders
-    page = re.sub(r"__([A-Z_]+?)__", lambda m: values[m.group(1)], _asset("page.html"))
-    return page
+    if len(chunks) > 1:
+        note += (f" Trajectories are split over {len(chunks)} files of up to {per_file} candidates; the list and"
+                 " the export cover them all.")
+    pages = []
+    for n, chunk in enumerate(chunks):
+        payload = {
+            "run_id": data.run_id, "root": data.root, "threshold": threshold, "page_size": PAGE_SIZE,
+            "only_queue": only_queue, "part": n, "parts": parts, "index": index, "candidates": chunk,
+            "schema": {"decisions": list(DECISIONS), "decision_keys": DECISION_KEYS,
+                       "columns": list(REVIEW_CSV_COLUMNS)},
+        }
+        refs = dict.fromkeys(ref for record in chunk for ref in _image_refs(record))
+        image_blocks = "\n".join(
+            f'<script type="text/plain" id="img-{ref}">{images.blobs[ref]}</script>' for ref in refs
+        )
+        part_title = title + (f" (file {n + 1} of {len(chunks)})" if len(chunks) > 1 else "")
+        values = {
+            "STYLE_HASH": _csp_hash(css), "SCRIPT_HASH": _csp_hash(js), "CSS": css, "JS": js,
+            "TITLE": html.escape(part_title), "NOTE": html.escape(note), "IMAGES": image_blocks,
+            "DATA": json_for_script(payload),
+        }
+        # one pass over the template only: text coming from the data is never searched for placeholders
+        pages.append((part_file_name(n), re.sub(r"__([A-Z_]+?)__", lambda m: values[m.group(1)], _asset("page.html"))))
+    return pages
+
+
+def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False) -> str:
+    """The HTML text of the review page of one run, all in one file (for runs small enough to fit one)."""
+    return build_pages(data, threshold=threshold, only_queue=only_queue, per_file=max(1, len(data.verdicts)))[0][1]
+
+
+def write_pages(data: RunData, out_dir, **options) -> list[Path]:
+    """Write DIR/index.html (and DIR/part-NNN.html when the run needs several files); returns the paths.
+
+    Part files of an earlier, larger page in the same folder are removed so that no stale file is linked.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in build_pages(data, **options):
+        path = out / name
+        tmp = path.with_suffix(".html.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        written.append(path)
+    keep = {p.name for p in written}
+    for stale in out.glob("part-[0-9][0-9][0-9]*.html"):
+        if stale.name not in keep:
+            stale.unlink()
+    return written
 
 
 def write_page(data: RunData, out_dir, **options) -> Path:
-    """Write DIR/index.html; returns its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "index.html"
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(build_page(data, **options), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    """Write the review page; returns the path of DIR/index.html (the file to open)."""
+    return write_pages(data, out_dir, **options)[0]

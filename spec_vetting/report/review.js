@@ -4,7 +4,13 @@
   'use strict';
 
   var DATA = JSON.parse(document.getElementById('review-data').textContent);
-  var CANDS = DATA.candidates;
+  // CANDS: the light index of every candidate of the run (list, filters, export); DETAILS: the whole records
+  // (trajectory, images) of the candidates whose file this is. A run too big for one file is split (page.py).
+  var CANDS = DATA.index || DATA.candidates;
+  var PART = DATA.part || 0;
+  var PARTS = DATA.parts || [{ file: 'index.html', n: CANDS.length }];
+  var DETAILS = {};
+  DATA.candidates.forEach(function (c) { DETAILS[key(c)] = c; });
   var SCHEMA = DATA.schema;
   var STORE_KEY = 'spec-vet-review:' + DATA.run_id;
   var REVIEWER_KEY = 'spec-vet-reviewer';
@@ -98,6 +104,7 @@
       var tr = el('tr');
       tr.setAttribute('data-index', String(idx));
       if (idx === state.current) { tr.className = 'current'; }
+      if ((c.part || 0) !== PART) { tr.title = 'trajectory in ' + PARTS[c.part].file + ' (opens it)'; }
       tr.appendChild(el('td', 'cid', c.candidate_id));
       tr.appendChild(el('td', null, c.task));
       tr.appendChild(el('td', 'verdict-' + c.verdict, c.verdict));
@@ -208,11 +215,23 @@
     return wrap;
   }
 
+  // The file holding a candidate's trajectory, opened at that candidate (same folder, so it works from disk).
+  function elsewhereUrl(idx) {
+    var part = PARTS[CANDS[idx].part];
+    return part ? part.file + '#show=' + idx : null;
+  }
+  function openElsewhere(idx) {
+    var url = elsewhereUrl(idx);
+    if (url) { window.location.href = url; }
+  }
+
   function show(idx) {
+    var full = DETAILS[key(CANDS[idx])];
+    if (!full) { openElsewhere(idx); return; }
     state.current = idx;
     var detail = document.getElementById('detail');
     detail.textContent = '';
-    renderDetail(CANDS[idx], detail);
+    renderDetail(full, detail);
     var rows = document.querySelectorAll('#list tr');
     for (var i = 0; i < rows.length; i++) {
       rows[i].className = rows[i].getAttribute('data-index') === String(idx) ? 'current' : '';
@@ -234,7 +253,7 @@
     decisions[key(c)] = cur;
     saveDecisions();
     renderList();
-    if (CANDS[state.current] === c) { show(state.current); }
+    if (CANDS[state.current] && key(CANDS[state.current]) === key(c)) { show(state.current); }
   }
 
   function csvField(v) {
@@ -298,7 +317,19 @@
     document.getElementById('export').addEventListener('click', download);
     document.addEventListener('keydown', onKey);
     applyFilters();
-    if (state.filtered.length) { show(state.filtered[0]); }
+    var asked = /^#show=(\d+)$/.exec(window.location.hash);
+    var start = asked ? Number(asked[1]) : -1;
+    if (!(start >= 0 && start < CANDS.length && DETAILS[key(CANDS[start])])) {
+      start = -1;  // else the first listed candidate of this file: opening a file never jumps to another one
+      for (var i = 0; i < state.filtered.length && start < 0; i++) {
+        if (DETAILS[key(CANDS[state.filtered[i]])]) { start = state.filtered[i]; }
+      }
+    }
+    if (start >= 0) {
+      var pos = state.filtered.indexOf(start);
+      if (pos >= PAGE_SIZE) { state.page = Math.floor(pos / PAGE_SIZE); renderList(); }
+      show(start);
+    }
     if (window.location.hash === '#selftest') { selftest(); }
   }
 
@@ -310,7 +341,7 @@
     all.id = 'selftest-details';
     out.appendChild(all);
     var imgs = [];
-    CANDS.forEach(function (c) {
+    DATA.candidates.forEach(function (c) {
       var node = renderDetail(c, all);
       var found = node.querySelectorAll('img');
       for (var i = 0; i < found.length; i++) { imgs.push(found[i]); }
@@ -336,7 +367,10 @@
     var loaded = imgs.map(function (img) { return img.decode().then(function () { return img.naturalWidth; }, function () { return 0; }); });
     Promise.all(loaded).then(function (widths) {
       var result = { ids_visible: ids, filter_task: task, filter_shown: shown, filter_expected: expected,
-        image_widths: widths, csv: csv, xss: document.body.getAttribute('data-xss') };
+        image_widths: widths, csv: csv, xss: document.body.getAttribute('data-xss'), part: PART,
+        parts: PARTS.length, details_here: DATA.candidates.map(function (c) { return c.candidate_id; }),
+        shown: state.current >= 0 ? CANDS[state.current].candidate_id : null,
+        elsewhere: CANDS.map(function (c, i) { return DETAILS[key(c)] ? null : elsewhereUrl(i); }) };
       var pre = el('pre', null, JSON.stringify(result));
       pre.id = 'selftest-result';
       out.appendChild(pre);
