@@ -202,34 +202,29 @@ def _tio(m: _Model, rng: np.random.Generator, strength: float) -> None:
         m.absorb(_band(m.wave, head, rng.uniform(60, 140), "red"), strength * rel * _jit(rng))
 
 
+_M_GRAVITY_FEATURES = {
+    "dwarf": ((CAH_BANDS, (40, 90), (0.25, 0.55)), (NA_I_RED, (5, 9), (0.35, 0.6)), (K_I, (6, 12), (0.35, 0.65)),
+              (CA_TRIPLET, (3, 5), (0.1, 0.3))),
+    "giant": ((CAH_BANDS, (40, 90), (0.0, 0.1)), (NA_I_RED, (3, 5), (0.05, 0.2)), (K_I, (3, 6), (0.05, 0.2)),
+              (CA_TRIPLET, (4, 7), (0.35, 0.6))),
+}
+
+
 def _m_star(rng: np.random.Generator, wave: np.ndarray, dwarf: bool) -> _Model:
     teff = rng.uniform(2900, 3600) if dwarf else rng.uniform(3100, 3900)
     m = _Model(wave, _planck(wave, teff))
     # cooler -> deeper TiO; both luminosity classes share the bands, so TiO alone does not tell them apart
     tio = np.clip((4000 - teff) / 1000.0, 0.1, 0.95) * rng.uniform(0.6, 1.1)
     _tio(m, rng, tio)
-    if dwarf:
-        for band in CAH_BANDS:
-            m.line_absorption(band, rng.uniform(40, 90), rng.uniform(0.25, 0.55))
-        for line in NA_I_RED:
-            m.line_absorption(line, rng.uniform(5, 9), rng.uniform(0.35, 0.6))
-        for line in K_I:
-            m.line_absorption(line, rng.uniform(6, 12), rng.uniform(0.35, 0.65))
-        for line in CA_TRIPLET:
-            m.line_absorption(line, rng.uniform(3, 5), rng.uniform(0.1, 0.3))
-        if rng.random() < 0.35:  # dMe flare star: narrow Balmer emission (a CV look-alike at a glance)
-            ew = rng.uniform(1, 10)
-            m.emission_line(BALMER["Ha"], 4.0, ew)
-            m.emission_line(BALMER["Hb"], 3.0, ew * 0.5)
-    else:
-        for band in CAH_BANDS:
-            m.line_absorption(band, rng.uniform(40, 90), rng.uniform(0.0, 0.1))
-        for line in NA_I_RED:
-            m.line_absorption(line, rng.uniform(3, 5), rng.uniform(0.05, 0.2))
-        for line in K_I:
-            m.line_absorption(line, rng.uniform(3, 6), rng.uniform(0.05, 0.2))
-        for line in CA_TRIPLET:
-            m.line_absorption(line, rng.uniform(4, 7), rng.uniform(0.35, 0.6))
+    # gravity-sensitive features, (width range Å, depth range): strong CaH, Na I 8183/8195 and K I in dwarfs,
+    # a strong Ca II triplet in giants
+    for lines, width, depth in _M_GRAVITY_FEATURES["dwarf" if dwarf else "giant"]:
+        for line in lines:
+            m.line_absorption(line, rng.uniform(*width), rng.uniform(*depth))
+    if dwarf and rng.random() < 0.35:  # dMe flare star: narrow Balmer emission (a CV look-alike at a glance)
+        ew = rng.uniform(1, 10)
+        m.emission_line(BALMER["Ha"], 4.0, ew)
+        m.emission_line(BALMER["Hb"], 3.0, ew * 0.5)
     for line in NA_D:
         m.line_absorption(line, rng.uniform(4, 8), rng.uniform(0.3, 0.6))
     m.line_absorption(CA_K, 15, rng.uniform(0.4, 0.8))
