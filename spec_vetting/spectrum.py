@@ -95,10 +95,14 @@ class Spectrum:
         """
         z = self.meta.redshift if redshift is None else redshift
         z = 0.0 if z is None or not np.isfinite(z) else float(z)
+        # a real copy: arrays and the metadata's dicts are not shared, so editing one spectrum never edits the other
         return dataclasses.replace(
             self,
             wavelength=self.wavelength / (1.0 + z),
-            meta=dataclasses.replace(self.meta),
+            flux=self.flux.copy(),
+            ivar=self.ivar.copy(),
+            mask=self.mask.copy(),
+            meta=dataclasses.replace(self.meta, ids=dict(self.meta.ids), snr_bands=dict(self.meta.snr_bands)),
         )
 
     def to_specutils(self):
