@@ -64,8 +64,60 @@ def memoise_ticks(axis) -> None:
         boxes1, boxes2 = memo["boxes"]
         return [b.frozen() for b in boxes1], [b.frozen() for b in boxes2]
 
+    compute_label_position = axis._update_label_position
+    compute_tightbbox = axis.get_tightbbox
+
+    def placed(renderer) -> tuple:
+        # label placement and the axis box: the ticks' state, where the axes sit, the renderer measuring text
+        return (state(), axis.axes.bbox.bounds, id(renderer), renderer.width, renderer.height, axis.label.get_text())
+
+    def update_label_position(renderer):
+        # idempotent for one state: placing the label again would put it where it already is
+        key = placed(renderer)
+        if memo.get("label_key") != key:
+            compute_label_position(renderer)
+            memo["label_key"] = key
+
+    def get_tightbbox(renderer=None, *, for_layout_only=False):
+        if renderer is None:
+            renderer = axis.get_figure(root=True)._get_renderer()
+        key = (placed(renderer), for_layout_only)
+        if memo.get(("tight", for_layout_only)) != key:
+            memo[("tight", for_layout_only)] = key
+            memo[("tight_box", for_layout_only)] = compute_tightbbox(renderer, for_layout_only=for_layout_only)
+        box = memo[("tight_box", for_layout_only)]
+        return None if box is None else box.frozen()
+
     axis._update_ticks = update_ticks
     axis._get_ticklabel_bboxes = ticklabel_bboxes
+    axis._update_label_position = update_label_position
+    axis.get_tightbbox = get_tightbbox
+
+
+def memoise_title_position(ax) -> None:
+    """Make ``ax._update_title_position`` run once per (axes box, title, renderer, y axis state).
+
+    It runs in every layout pass and draw and asks the y axis for its whole box each time; for one state it puts
+    the title where it already is.
+    """
+    compute = ax._update_title_position
+    memo: dict = {}
+
+    def update_title_position(renderer):
+        key = (
+            ax.bbox.bounds,
+            ax.viewLim.bounds,
+            ax.title.get_text(),
+            id(renderer),
+            renderer.width,
+            renderer.height,
+            tuple(ax.yaxis._update_ticks()),
+        )
+        if memo.get("key") != key:
+            compute(renderer)
+            memo["key"] = key
+
+    ax._update_title_position = update_title_position
 
 
 def memoise_spine_extent(spine) -> None:

@@ -36,7 +36,7 @@ from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 
 from . import style
 from .png import encode_png
-from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks
+from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
 from .text_renderer import TextCachingRendererAgg
 from .layout import PlotLayout
 
@@ -114,6 +114,7 @@ class _SizeClassFigure:
             batch_tick_drawing(axis)
         for spine in ax.spines.values():
             memoise_spine_extent(spine)
+        memoise_title_position(ax)
         # minor ticks carry no label; hidden, their empty label boxes (zero-size points inside the major labels'
         # extent) are no longer measured and unioned in every layout pass
         ax.tick_params(which="minor", labelbottom=False, labelleft=False)
