@@ -219,3 +219,25 @@ def test_file_whose_every_fibre_is_skipped_says_why(tmp_path):
     with pytest.raises(TargetNotFoundError, match="no usable science spectrum: all 5 fibres are skipped") as err:
         read_spectrum(path)
     assert "COADD_FIBERSTATUS=8" in str(err.value) and str(path) in str(err.value)
+
+
+def test_pre_everest_zbest_file_is_joined_like_redrock(tmp_path):
+    """zbest-*.fits (no real file found): HDU ZBEST with SUBTYPE char[6]; found beside coadd-X as zbest-X."""
+    with fits.open(DATA / "redrock-4-80613-thru20210324.fits") as h:
+        rs = h["REDSHIFTS"].data
+        cols = [fits.Column(name="TARGETID", format="K", array=rs["TARGETID"]),
+                fits.Column(name="Z", format="D", array=rs["Z"] + 0.001),
+                fits.Column(name="ZERR", format="D", array=rs["ZERR"]),
+                fits.Column(name="ZWARN", format="K", array=np.full(len(rs), 4)),
+                fits.Column(name="SPECTYPE", format="6A", array=["QSO"] * len(rs)),
+                fits.Column(name="SUBTYPE", format="6A", array=["LOZ"] * len(rs))]
+    prim = fits.PrimaryHDU()
+    prim.header["RRVER"] = "0.15.4"
+    coadd = tmp_path / "coadd-4-80613-thru20210324.fits"
+    coadd.write_bytes(TILE.read_bytes())
+    zbest = tmp_path / "zbest-4-80613-thru20210324.fits"
+    fits.HDUList([prim, fits.BinTableHDU.from_columns(cols, name="ZBEST")]).writeto(zbest)
+    assert find_redrock_file(coadd) == zbest and sniff_layout(zbest) == "desi-redrock"
+    m = read_spectrum(coadd).meta
+    assert (m.pipeline_class, m.pipeline_subclass, m.redshift_warning) == ("QSO", "LOZ", 4)
+    assert m.redshift == pytest.approx(0.3687 + 0.001, abs=1e-4)
