@@ -24,6 +24,7 @@ from tiny_qwen import (  # noqa: E402
     TRAJ_TURN1,
     fixed_spectrum,
     inspection_context,
+    one_torch_thread,
     spectrum_renderer,
     tiny_model_dir,
     trained_model_dir,
@@ -37,13 +38,7 @@ from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
 from spec_vetting.inspect.types import ImagePart, Message, TextPart  # noqa: E402
 
-__all__ = ["tiny_model_dir", "trained_model_dir"]  # fixtures, imported so pytest finds them here
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    with tiny_qwen.torch_threads(1):
-        yield
+__all__ = ["one_torch_thread", "tiny_model_dir", "trained_model_dir"]  # fixtures imported so pytest finds them
 
 
 def _png(width: int, height: int, seed: int = 0) -> bytes:

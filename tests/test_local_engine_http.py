@@ -14,12 +14,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
-import tiny_qwen  # noqa: E402
 from fake_server import FakeOpenAIServer  # noqa: E402
 from tiny_qwen import (  # noqa: E402
     TRAJ_FINAL,
     TRAJ_TURN1,
     inspection_context,
+    one_torch_thread,
     spectrum_renderer,
     tiny_model_dir,
     trained_model_dir,
@@ -30,13 +30,7 @@ from spec_vetting.engines.local_transformers import LocalEngine  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
 
-__all__ = ["tiny_model_dir", "trained_model_dir"]  # fixtures, imported so pytest finds them here
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    with tiny_qwen.torch_threads(1):
-        yield
+__all__ = ["one_torch_thread", "tiny_model_dir", "trained_model_dir"]  # fixtures imported so pytest finds them
 
 
 def _inspect(engine, candidate_id: str, sampling: Sampling):

@@ -443,5 +443,11 @@ try:  # fixtures for the test modules that import them (tests/test_local_engine*
         """The tiny model after memorising :data:`TRAJ_TURN1` then :data:`TRAJ_FINAL` (cached between sessions)."""
         return _trained_model_dir(tiny_model_dir, request, tmp_path_factory)
 
+    @pytest.fixture(autouse=True, scope="module")
+    def one_torch_thread():
+        """Torch on one thread for a whole test module that imports this fixture (see :func:`torch_threads`)."""
+        with torch_threads(1):
+            yield
+
 except ImportError:  # pragma: no cover - used outside pytest (benchmarks, notebooks)
     pass
