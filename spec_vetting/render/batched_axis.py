@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
+from .text_renderer import cache_text_layout
+
 # Agg snaps a path to whole pixels only when it has at most 1024 vertices; a grid line takes 3 (two ends and a
 # NaN break), so batches stay under that to keep the lines as crisp as matplotlib draws them one by one
 _TICKS_PER_BATCH = 300
@@ -50,6 +52,9 @@ def memoise_ticks(axis) -> None:
         if memo.get("ticks_key") != key:
             memo["ticks_key"] = key
             memo["ticks"] = compute_ticks()
+            for tick in (*axis.majorTicks, *axis.minorTicks):  # new ticks may have been created
+                cache_text_layout(tick.label1)
+                cache_text_layout(tick.label2)
             memo.pop("boxes_key", None)
         return list(memo["ticks"])
 
@@ -181,8 +186,9 @@ def batch_tick_drawing(axis) -> None:
                         line.set_data(np.concatenate(xs), np.concatenate(ys))
                     line.draw(renderer)
             for tick in group:
-                tick.label1.draw(renderer)
-                tick.label2.draw(renderer)
+                for label in (tick.label1, tick.label2):
+                    if label.get_visible():
+                        label.draw(renderer)
         axis._update_label_position(renderer)
         axis.label.draw(renderer)
         axis._update_offset_text_position(tlb1, tlb2)

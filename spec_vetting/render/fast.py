@@ -37,7 +37,7 @@ from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 from . import style
 from .png import encode_png
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
-from .text_renderer import TextCachingRendererAgg
+from .text_renderer import TextCachingRendererAgg, cache_text_layout
 from .layout import PlotLayout
 
 # savefig's default padding around the tight bounding box (rcParams["savefig.pad_inches"])
@@ -115,6 +115,9 @@ class _SizeClassFigure:
         for spine in ax.spines.values():
             memoise_spine_extent(spine)
         memoise_title_position(ax)
+        for text in (self.title, ax._left_title, ax._right_title, self.stats, ax.xaxis.label, ax.yaxis.label,
+                     ax.xaxis.offsetText, ax.yaxis.offsetText):
+            cache_text_layout(text)
         # minor ticks carry no label; hidden, their empty label boxes (zero-size points inside the major labels'
         # extent) are no longer measured and unioned in every layout pass
         ax.tick_params(which="minor", labelbottom=False, labelleft=False)

@@ -9,6 +9,9 @@ vocabulary (tick labels, axis labels, title, stats box), so most of that work re
 * glyph bitmaps are cached per (font, size, dpi, glyph, angle, position modulo one pixel in FreeType's 1/64 px
   units): FreeType rasterises an outline moved by whole pixels to the same bitmap moved by whole pixels, so a
   cached bitmap placed at the new whole-pixel offset is the bitmap FreeType would have drawn;
+* a Text artist's box and line offsets (``Text._get_layout``, asked for by every measurement and draw) are cached
+  per (string, font, alignment, rotation, spacing, dpi, renderer type) once :func:`cache_text_layout` is installed
+  on the artist: they do not depend on where the text goes;
 * the font height metrics matplotlib reads for every text box are cached per font properties and dpi (the hook
   ``_get_font_height_metrics`` that matplotlib's Text asks renderers for).
 
@@ -52,11 +55,17 @@ class _LRU(OrderedDict):
 _GLYPHS = _LRU(GLYPH_CACHE_SIZE)
 _LAYOUTS = _LRU(LAYOUT_CACHE_SIZE)
 _METRICS = _LRU(METRICS_CACHE_SIZE)
+_TEXT_LAYOUTS = _LRU(LAYOUT_CACHE_SIZE)
 
 
 def cache_sizes() -> dict[str, int]:
     """Current entries per cache (for tests and the memory check)."""
-    return {"glyphs": len(_GLYPHS), "layouts": len(_LAYOUTS), "metrics": len(_METRICS)}
+    return {
+        "glyphs": len(_GLYPHS),
+        "layouts": len(_LAYOUTS),
+        "metrics": len(_METRICS),
+        "text_layouts": len(_TEXT_LAYOUTS),
+    }
 
 
 def _prop_key(prop) -> tuple:
@@ -142,3 +151,39 @@ class TextCachingRendererAgg(RendererAgg):
             self._renderer.draw_text_image(
                 buffer, left + (px >> 6), int_height - (top + (py >> 6)) + buffer.shape[0], 0, gc
             )
+
+
+def cache_text_layout(text) -> None:
+    """Serve ``text._get_layout`` from the shared cache (an instance attribute; the class is left alone)."""
+    if getattr(text, "_layout_cache_installed", False):
+        return
+    compute = type(text)._get_layout
+
+    def get_layout(renderer):
+        if text.get_wrap():  # wrapping depends on the figure size: not worth a key
+            return compute(text, renderer)
+        key = (
+            text.get_text(),
+            text.get_rotation(),
+            text.get_rotation_mode(),
+            text.get_horizontalalignment(),
+            text.get_verticalalignment(),
+            text._get_multialignment(),
+            text._linespacing,
+            _prop_key(text._fontproperties),
+            text.get_usetex(),
+            text.get_parse_math(),
+            text.get_figure(root=True).dpi,
+            type(renderer),
+            renderer.dpi,
+        )
+        found = _TEXT_LAYOUTS.get_recent(key)
+        if found is None:
+            bbox, info, descent = compute(text, renderer)
+            found = (bbox.frozen(), tuple(info), descent)
+            _TEXT_LAYOUTS.put(key, found)
+        bbox, info, descent = found
+        return bbox.frozen(), list(info), descent
+
+    text._get_layout = get_layout
+    text._layout_cache_installed = True
