@@ -10,6 +10,7 @@ from spec_vetting.engines.diagnostics import (
     band_depth,
     continuum_slope,
     double_peak_separation,
+    emission_line_ratio,
     equivalent_width,
     line_fwhm,
     snr_per_angstrom,
@@ -139,3 +140,32 @@ def test_feature_sets_cover_the_five_tasks_and_aliases():
         ms = fs.measure(rs)
         assert ms and all(m.windows for m in ms.values())
         assert 1 <= len(fs.zooms) <= 4
+
+
+def test_balmer_decrement_is_the_ratio_of_line_fluxes():
+    ha, hb = ((6540, 6590), ((6480, 6525), (6610, 6650))), ((4842, 4884), ((4800, 4830), (4895, 4925)))
+    rs = rest(1.0 + gauss(6564.6, 10.0, 30.0) + gauss(4862.7, 10.0, 10.0))
+    m = emission_line_ratio(rs, ha, hb, "decrement")
+    assert m.ok and m.value == pytest.approx(3.0, rel=0.02) and m.error > 0
+    # Hβ absent: a ratio of noise says nothing
+    flat_hb = rest(1.0 + gauss(6564.6, 10.0, 30.0), ivar=np.full(WL.shape, 100.0))
+    m = emission_line_ratio(flat_hb, ha, hb, "decrement")
+    assert not m.ok and "both lines in emission" in m.why
+
+
+def test_every_feature_set_measures_what_the_issue_lists():
+    """The diagnostics an expert checks per task (issue 5), by the names the engine cites them under."""
+    required = {
+        "cv": ["EW(Hα)", "EW(Hβ)", "EW(Hγ)", "FWHM(Hα)", "FWHM(Hβ)", "FWHM(Hγ)", "EW(He I 5876)", "EW(He II 4686)",
+               "Balmer decrement", "continuum slope", "peak separation"],
+        "carbon": ["C2 4737", "C2 5165", "C2 5636", "CN 4216", "TiO 7054"],
+        "ss": ["ZrO 4640", "ZrO 5551", "ZrO 6474", "TiO 7054", "TiO 6159"],
+        "gm": ["TiO 7054", "TiO 6159", "CaH 6382", "CaH 6830", "Na I 8183/8195", "Ca II 8542", "Ca II 8662"],
+        "wd": ["EW(Hβ ±50 Å)", "FWHM(Hβ absorption)", "FWHM(Hγ absorption)", "FWHM(Hδ absorption)", "H9 contrast",
+               "He I 4471", "He I 5876", "continuum slope"],
+    }
+    rs = rest(np.ones(WL.shape), ivar=np.full(WL.shape, 100.0))
+    for task, names in required.items():
+        measured = [m.name for m in FEATURE_SETS[task].measure(rs).values()]
+        for name in names:
+            assert any(name in n for n in measured), (task, name, measured)

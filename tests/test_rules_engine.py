@@ -12,7 +12,8 @@ import pytest
 from spec_vetting.engines import create_engine
 from spec_vetting.engines.base import InspectionContext, Sampling
 from spec_vetting.engines.diagnostics import RestSpectrum
-from spec_vetting.engines.rules import RULES_VERSION, RulesEngine, make_plan
+from spec_vetting.engines.diagnostics_features import feature_set
+from spec_vetting.engines.rules import MAX_ZOOMS, RULES_VERSION, RulesEngine, make_plan
 from spec_vetting.engines.rules_scoring import CALIBRATION, decide, p_yes_from_score
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.parsing import parse_answer, parse_tool_call
@@ -234,3 +235,58 @@ def test_engine_cost_without_rendering_is_small():
         reply_texts(sp, task)
         costs.append(time.perf_counter() - t0)
     assert float(np.median(costs)) < 0.05, costs
+
+
+POSITIVE_KIND = {"cv": "cv", "carbon": "carbon", "ss": "s_star", "gm": "m_giant", "wd": "wd_da"}
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_every_measurement_is_zoomed_on_or_read_from_the_full_view_and_cited(task):
+    """Each window the engine measures is shown: inside one zoom (line and pseudo-continuum windows together),
+    or, for a number over the whole spectrum (continuum slope, S/N), in the full view; and its number is cited."""
+    sp = make_spectrum(POSITIVE_KIND[task], seed=SEEDS[1], snr=40.0)
+    rs = RestSpectrum.from_spectrum(sp, sp.meta.redshift)
+    plan = make_plan(rs, task)
+    assert len(plan.zooms) == len(feature_set(task).zooms) <= MAX_ZOOMS  # full coverage: every zoom is made
+    text = "\n".join(r.text for r in reply_texts(sp, task, redshift=sp.meta.redshift))
+    for key, m in plan.decision.measurements.items():
+        in_one_zoom = any(all(z.lo <= lo and hi <= z.hi for lo, hi in m.windows) for z in plan.zooms)
+        each_in_a_zoom = all(any(z.lo <= lo and hi <= z.hi for z in plan.zooms) for lo, hi in m.windows)
+        span = max(hi for _, hi in m.windows) - min(lo for lo, _ in m.windows)
+        assert in_one_zoom or each_in_a_zoom or span >= 500, (key, m.windows)
+        assert m.fmt() in text, (key, m.fmt())
+    for z in plan.zooms:
+        assert f'"wavelength_range": [{int(z.lo)}, {int(z.hi)}]' in text
+
+
+def test_whole_spectrum_numbers_are_cited_in_the_first_turn():
+    sp = make_spectrum("cv", seed=SEEDS[0], snr=40.0)
+    first = reply_texts(sp, "cv", redshift=sp.meta.redshift)[0].text
+    assert "In the full view: continuum slope α = " in first
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_unknown_redshift_with_an_extragalactic_line_is_undecided(task):
+    """A QSO read at rest once passed for a white dwarf (Mg II as a broad Balmer line) or a carbon star (the Lyα
+    forest as C2 bands); without a redshift the engine says why it cannot decide instead of guessing."""
+    qso = make_spectrum("qso", seed=5002, snr=30.0)
+    final = _undecided(qso, task, redshift=None)
+    assert "redshift is unknown" in final.abstain_reason and "emission line at" in final.abstain_reason
+    replies = reply_texts(qso, task, redshift=None)
+    first_zoom = parse_tool_call(replies[0].text).arguments
+    assert first_zoom["label"] == "Zoom on the unexplained emission line"  # looked at first, then cited
+    assert "centre of the unexplained emission line = " in replies[1].text
+    # with the survey's redshift the same spectrum is decided: NO, it is extragalactic
+    assert inspect(qso, task).verdict == "NO"
+
+
+def test_unknown_redshift_of_a_star_is_still_decided():
+    for kind, task in (("wd_da", "wd"), ("m_giant", "gm"), ("cv", "cv"), ("a_star", "wd")):
+        sp = make_spectrum(kind, seed=SEEDS[0], snr=30.0)
+        assert inspect(sp, task, redshift=None).verdict in ("YES", "NO"), kind
+
+
+def test_class_names_take_the_right_article():
+    sp = make_spectrum("m_giant", seed=SEEDS[0], snr=40.0)
+    assert "whether this is an M-type Giant" in reply_texts(sp, "gm")[0].text
+    assert "whether this is a White Dwarf" in reply_texts(sp, "wd")[0].text

@@ -216,6 +216,39 @@ def band_depth(
     return Measurement(name, 1.0 - ratio, err, windows=windows)
 
 
+def _line_flux(
+    rs: RestSpectrum, line: tuple[float, float], conts: tuple[tuple[float, float], ...], name: str
+) -> tuple[float, float]:
+    """Line flux ``∫ (F - C) dλ`` over the window (positive for emission) and its error."""
+    f, ef, _ = _window_stats(rs, *line)
+    c, ec = _continuum_at(rs, 0.5 * (line[0] + line[1]), conts)
+    _positive_continuum(c, ec, name)
+    width = line[1] - line[0]
+    return width * (f - c), width * float(np.hypot(ef, ec))
+
+
+def emission_line_ratio(
+    rs: RestSpectrum,
+    num: tuple[tuple[float, float], tuple[tuple[float, float], ...]],
+    den: tuple[tuple[float, float], tuple[tuple[float, float], ...]],
+    name: str = "line ratio",
+    min_sigma: float = 3.0,
+) -> Measurement:
+    """Ratio of two emission-line fluxes, each ``(line window, continuum windows)``; e.g. the Balmer decrement
+    F(Hα)/F(Hβ). Not measurable unless both lines are in emission at ``min_sigma``: a ratio of noise says nothing."""
+    windows = (num[0], *num[1], den[0], *den[1])
+    try:
+        a, ea = _line_flux(rs, *num, name)
+        b, eb = _line_flux(rs, *den, name)
+        if a < min_sigma * ea or b < min_sigma * eb:
+            raise NotMeasurable(f"{name} needs both lines in emission at {min_sigma:g} sigma "
+                                f"(line fluxes {a:.3g} ± {ea:.2g} and {b:.3g} ± {eb:.2g})")
+    except NotMeasurable as exc:
+        return Measurement(name, None, why=str(exc), windows=windows)
+    value = a / b
+    return Measurement(name, float(value), float(value * np.hypot(ea / a, eb / b)), windows=windows)
+
+
 def flux_ratio(rs: RestSpectrum, num: tuple[float, float], den: tuple[float, float], name: str = "ratio") -> Measurement:
     """Mean flux in ``num`` over mean flux in ``den``."""
     windows = (num, den)

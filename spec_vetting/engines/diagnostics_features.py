@@ -19,6 +19,7 @@ from .diagnostics import (
     band_depth,
     continuum_slope,
     double_peak_separation,
+    emission_line_ratio,
     equivalent_width,
     line_fwhm,
     snr_per_angstrom,
@@ -65,15 +66,20 @@ def _balmer_absorption(rs: RestSpectrum) -> dict[str, Measurement]:
 def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
     ha_c = ((6480.0, 6525.0), (6610.0, 6650.0))
     hb_c = ((4800.0, 4830.0), (4895.0, 4925.0))
+    hg_c = ((4285.0, 4312.0), (4370.0, 4395.0))
+    ha, hb = (6540.0, 6590.0), (4842.0, 4884.0)
     return {
-        "ew_ha": equivalent_width(rs, (6540.0, 6590.0), ha_c, "EW(Hα)"),
-        "ew_hb": equivalent_width(rs, (4842.0, 4884.0), hb_c, "EW(Hβ)"),
-        "ew_hg": equivalent_width(rs, (4322.0, 4362.0), ((4285.0, 4312.0), (4370.0, 4395.0)), "EW(Hγ)"),
+        "ew_ha": equivalent_width(rs, ha, ha_c, "EW(Hα)"),
+        "ew_hb": equivalent_width(rs, hb, hb_c, "EW(Hβ)"),
+        "ew_hg": equivalent_width(rs, (4322.0, 4362.0), hg_c, "EW(Hγ)"),
+        # a CV's optically thick disc gives a flat decrement (about 1-2); chromospheres and H II regions about 3+
+        "balmer_decrement": emission_line_ratio(rs, (ha, ha_c), (hb, hb_c), "Balmer decrement F(Hα)/F(Hβ)"),
         "ew_hei5876": equivalent_width(rs, (5867.0, 5887.0), ((5835.0, 5860.0), (5905.0, 5930.0)), "EW(He I 5876)"),
         "ew_heii4686": equivalent_width(rs, (4677.0, 4697.0), ((4645.0, 4670.0), (4705.0, 4730.0)), "EW(He II 4686)"),
         "ew_sii": equivalent_width(rs, (6712.0, 6740.0), ((6680.0, 6705.0), (6750.0, 6775.0)), "EW([S II] 6718+6733)"),
         "fwhm_ha": line_fwhm(rs, H_ALPHA, 60.0, ha_c, emission=True, name="FWHM(Hα)"),
         "fwhm_hb": line_fwhm(rs, H_BETA, 45.0, hb_c, emission=True, name="FWHM(Hβ)"),
+        "fwhm_hg": line_fwhm(rs, H_GAMMA, 40.0, hg_c, emission=True, name="FWHM(Hγ)"),
         "dp_ha": double_peak_separation(rs, H_ALPHA, 40.0, ha_c, name="Hα peak separation"),
         "slope": continuum_slope(rs, (4560.0, 4640.0), (7450.0, 7550.0), "continuum slope α"),
         "snr_ha": snr_per_angstrom(rs, 6480.0, 6650.0, "S/N(Hα region)"),
@@ -110,6 +116,7 @@ def _gm(rs: RestSpectrum) -> dict[str, Measurement]:
     return {
         "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
         "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
+        "cah_6382": band_depth(rs, (6382.0, 6410.0), ((6350.0, 6378.0),), "CaH 6382 depth"),
         "cah_6830": band_depth(rs, (6814.0, 6846.0), ((7030.0, 7050.0),), "CaH 6830 depth"),
         "cah_6975": band_depth(rs, (6960.0, 6990.0), ((7030.0, 7050.0),), "CaH 6975 depth"),
         "ew_nai": equivalent_width(rs, (8176.0, 8204.0), ((8140.0, 8170.0), (8212.0, 8236.0)), "EW(Na I 8183/8195)"),
@@ -161,9 +168,10 @@ FEATURE_SETS: dict[str, FeatureSet] = {
         "cv",
         "Cataclysmic Variable",
         (
-            ZoomWindow("Hα region", 6450, 6700),
-            ZoomWindow("Hβ and He II 4686 region", 4600, 4950),
+            ZoomWindow("Hα and [S II] region", 6450, 6800),
+            ZoomWindow("Hγ, He II 4686 and Hβ region", 4250, 5060),
             ZoomWindow("He I 5876 region", 5800, 5960),
+            ZoomWindow("higher-order Balmer lines", 3700, 4000),
         ),
         _cv,
     ),
@@ -173,6 +181,7 @@ FEATURE_SETS: dict[str, FeatureSet] = {
         (
             ZoomWindow("C2 Swan band heads 4737 and 5165", 4650, 5250),
             ZoomWindow("C2 Swan band head 5636", 5550, 5720),
+            ZoomWindow("CN 4216 band head", 4100, 4300),
             ZoomWindow("TiO 7054 band", 6950, 7200),
         ),
         _carbon,
@@ -182,8 +191,9 @@ FEATURE_SETS: dict[str, FeatureSet] = {
         "S-type Star",
         (
             ZoomWindow("ZrO band 6474 and TiO 6159", 6050, 6600),
-            ZoomWindow("ZrO band 5551", 5450, 5650),
+            ZoomWindow("ZrO band 5551 and C2 5165", 5100, 5650),
             ZoomWindow("TiO 7054 band", 6950, 7200),
+            ZoomWindow("ZrO band 4640", 4550, 4750),
         ),
         _ss,
     ),
@@ -191,9 +201,10 @@ FEATURE_SETS: dict[str, FeatureSet] = {
         "gm",
         "M-type Giant",
         (
-            ZoomWindow("TiO and CaH bands", 6700, 7200),
-            ZoomWindow("Na I 8183/8195 doublet", 8100, 8280),
-            ZoomWindow("Ca II triplet", 8450, 8720),
+            ZoomWindow("TiO 7054 and CaH 6830/6975 bands", 6750, 7200),
+            ZoomWindow("Na I 8183/8195 doublet, TiO 8432 and Ca II triplet", 8100, 8720),
+            ZoomWindow("TiO 6159, CaH 6382 and ZrO 6474 bands", 6050, 6560),
+            ZoomWindow("C2 5165 and ZrO 5551 bands", 5100, 5650),
         ),
         _gm,
     ),
@@ -201,9 +212,10 @@ FEATURE_SETS: dict[str, FeatureSet] = {
         "wd",
         "White Dwarf",
         (
-            ZoomWindow("Hβ line profile", 4700, 5050),
-            ZoomWindow("Hγ and Hδ line profiles", 4000, 4500),
-            ZoomWindow("higher-order Balmer lines", 3700, 4000),
+            ZoomWindow("Hβ line profile", 4700, 5060),
+            ZoomWindow("Hγ, Hδ and He I 4471 line profiles", 4000, 4530),
+            ZoomWindow("higher-order Balmer lines and Ca II K", 3700, 4000),
+            ZoomWindow("He I 5876 and Hα", 5800, 6700),
         ),
         _wd,
     ),

@@ -30,7 +30,7 @@ from .diagnostics_features import ZoomWindow, feature_set
 from .rules_scoring import CALIBRATION, CALIBRATION_SEEDS, Decision, decide
 
 #: bump when diagnostics, scores, calibration or the texts change what the engine answers
-RULES_VERSION = "1.0"
+RULES_VERSION = "1.1"
 
 #: at most this many zooms before answering (the trained budget is 8 assistant turns; keep room to answer)
 MAX_ZOOMS = 4
@@ -50,19 +50,25 @@ class Plan:
     decision: Decision
     zooms: list[ZoomWindow]
     notes: list[str]  # per zoom: the measurements read in that window, cited in the next turn
-    leftover: list[str]  # measurements not tied to any zoom, cited in the final turn
+    leftover: list[str]  # measurements combining several zooms (e.g. the Balmer decrement), cited in the final turn
     covered: bool = True  # whether any of the task's own windows overlaps the data
+    full_view: str = ""  # measurements over the whole spectrum (continuum slope, S/N), cited in the first turn
 
 
-def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | None:
-    if not m.windows:
-        return None
-    lo, hi = m.windows[0]
-    mid = 0.5 * (lo + hi)
+def _inside(window: tuple[float, float], zoom: ZoomWindow) -> bool:
+    return zoom.lo <= window[0] and window[1] <= zoom.hi
+
+
+def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | str:
+    """Where a measurement is shown: the index of the zoom holding all its windows (line and pseudo-continuum);
+    ``"final"`` when its windows lie in several zooms (a ratio of two lines); ``"full"`` when they do not fit
+    any zoom (continuum slope, S/N over a wide range: read from the full view)."""
     for i, z in enumerate(zooms):
-        if z.lo <= mid <= z.hi:
+        if m.windows and all(_inside(w, z) for w in m.windows):
             return i
-    return None
+    if m.windows and all(any(_inside(w, z) for z in zooms) for w in m.windows):
+        return "final"
+    return "full"
 
 
 def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Plan:
@@ -72,20 +78,28 @@ def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Pl
     lo, hi = rs.coverage
     zooms = [z for z in (fs.zooms if fs else ()) if z.hi > lo and z.lo < hi][:MAX_ZOOMS]
     covered = bool(zooms)
+    line = decision.measurements.get("unexplained_emission")
+    if line is not None:
+        # the line that stops the decision (redshift unknown) is looked at first
+        (w_lo, w_hi), = line.windows
+        zooms = [ZoomWindow("unexplained emission line", math.floor(w_lo - 100), math.ceil(w_hi + 100)),
+                 *zooms[:MAX_ZOOMS - 1]]
     if not zooms and hi - lo > 2:
         # none of the task's windows is in the data (e.g. a high-redshift object): still look, at what there is
         zooms = [ZoomWindow("available rest-frame range", math.ceil(lo), math.floor(hi))]
     notes: list[list[str]] = [[] for _ in zooms]
     leftover: list[str] = []
-    # every measurement is reported in the turn after the zoom that shows its window; measurements outside every
-    # zoom are reported at the end when the decision used them
+    full_view: list[str] = []
+    # every measurement is reported in the turn after the zoom that shows all its windows; one spanning several
+    # zooms in the final turn, one over the whole spectrum in the first; numbers that could not be measured
+    # outside any zoom are reported only when the decision depends on them
     for key, m in decision.measurements.items():
-        i = _zoom_for(m, zooms)
-        if i is not None:
-            notes[i].append(m.fmt())
-        elif key in decision.cited:
-            leftover.append(m.fmt())
-    return Plan(decision, zooms, ["; ".join(n) for n in notes], leftover, covered)
+        where = _zoom_for(m, zooms)
+        if isinstance(where, int):
+            notes[where].append(m.fmt())
+        elif m.ok or key in decision.cited:
+            (leftover if where == "final" else full_view).append(m.fmt())
+    return Plan(decision, zooms, ["; ".join(n) for n in notes], leftover, covered, "; ".join(full_view))
 
 
 def tool_call_text(zoom: ZoomWindow) -> str:
@@ -93,6 +107,11 @@ def tool_call_text(zoom: ZoomWindow) -> str:
     call = {"name": TOOL_NAME, "arguments": {"label": f"Zoom on the {zoom.label}",
                                              "wavelength_range": [int(round(zoom.lo)), int(round(zoom.hi))]}}
     return "<tool_call>\n" + json.dumps(call, ensure_ascii=False) + "\n</tool_call>"
+
+
+def _a(name: str) -> str:
+    """``a``/``an`` before a class name as spoken: an M-type Giant, an S-type Star, a White Dwarf."""
+    return f"an {name}" if name[:1] in "AEIOU" or name[:2] in ("M-", "S-") else f"a {name}"
 
 
 def _frame_sentence(d: Decision) -> str:
@@ -107,8 +126,9 @@ def turn_text(plan: Plan, turn: int) -> tuple[str, bool]:
     if turn < len(plan.zooms):
         zoom = plan.zooms[turn]
         if turn == 0:
-            think = (f"To decide whether this is a {d.class_name}, I measure the diagnostics an expert checks, with "
-                     f"pseudo-continuum windows and the pixels' inverse variance. {_frame_sentence(d)} "
+            seen = f"In the full view: {plan.full_view}. " if plan.full_view else ""
+            think = (f"To decide whether this is {_a(d.class_name)}, I measure the diagnostics an expert checks, with "
+                     f"pseudo-continuum windows and the pixels' inverse variance. {_frame_sentence(d)} {seen}"
                      f"First the {zoom.label}.")
         else:
             prev = plan.notes[turn - 1] or "nothing measurable"
@@ -123,15 +143,17 @@ def final_text(plan: Plan) -> str:
     if plan.zooms and plan.covered:
         lines.append(f"In the {plan.zooms[-1].label}: {plan.notes[-1] or 'nothing measurable'}.")
     else:
-        lines.append(f"{_frame_sentence(d)} None of my diagnostic windows for a {d.class_name} falls inside the "
+        lines.append(f"{_frame_sentence(d)} None of my diagnostic windows for {_a(d.class_name)} falls inside the "
                      "data.")
+    if not plan.zooms and plan.full_view:  # no zoom turn came before: the whole-spectrum numbers go here
+        lines.append(f"In the full view: {plan.full_view}.")
     if plan.leftover:
         lines.append("Also measured: " + "; ".join(plan.leftover) + ".")
     if d.verdict is None:
         lines.append(f"The data cannot support a decision: {d.reason}.")
         think = "\n".join(lines)
         return _without_verdict_words(f"<think>\n{think}\n</think>\nVerdict withheld (UNDECIDED): {d.reason}.")
-    lines.append(f"Rules score {d.score:+.2f}, calibrated probability of a {d.class_name} {d.p_yes:.2f}.")
+    lines.append(f"Rules score {d.score:+.2f}, calibrated probability of {_a(d.class_name)} {d.p_yes:.2f}.")
     think = "\n".join(lines)
     return f"<think>\n{think}\n</think>\n<answer>\\boxed{{{d.verdict}}} {d.justification[:1].upper()}" \
            f"{d.justification[1:]}.</answer>"

@@ -9,7 +9,9 @@ Before a score is read, gates apply in this order:
 
 1. redshift ``z > 0.01`` (far above stellar velocities): NO for every stellar task;
 2. narrow [O III] 5007 emission stronger than Hβ: a galaxy, QSO or nebula, NO for every stellar task;
-3. the task's key windows must be measurable (covered, not masked, errors small enough to rule the feature in or
+3. redshift unknown and an emission line where no star or nebula has one at rest (``diagnostics_redshift.py``):
+   no verdict (UNDECIDED), since the diagnostics would be read at the wrong wavelengths;
+4. the task's key windows must be measurable (covered, not masked, errors small enough to rule the feature in or
    out); otherwise there is no verdict and the reason says which window failed and why (the loop records it as
    UNDECIDED).
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from .diagnostics import Measurement, RestSpectrum
 from .diagnostics_features import FeatureSet, feature_set, nebular_lines
+from .diagnostics_redshift import unexplained_emission
 
 #: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
 STELLAR_Z_MAX = 0.01
@@ -373,6 +376,16 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
             f"not a {fs.class_name.lower()}",
             ["ew_oiii5007", "ew_hb_core"],
         )
+    if not redshift_known:
+        # read at rest, a galaxy's or QSO's lines fall on the wrong diagnostics: no guess when it looks like one
+        line = unexplained_emission(rs)
+        if line is not None:
+            measurements = {**measurements, "unexplained_emission": line.measurement()}
+            reason = (f"the redshift is unknown and {line.describe()}: most likely a galaxy or QSO at some redshift, "
+                      f"where the {fs.class_name.lower()} diagnostics would be read at the wrong wavelengths; give "
+                      "the survey redshift (a DESI redrock file, or --redshift) to decide")
+            return Decision(key, fs.class_name, None, None, None, reason, "", measurements, ["unexplained_emission"],
+                            rs.redshift, redshift_known)
     ts = SCORERS[key](measurements)
     if ts.score is None:
         return Decision(key, fs.class_name, None, None, None, ts.abstain_reason, "", measurements, [],
