@@ -125,3 +125,33 @@ def test_trace_carries_real_images(real_dir):
     zooms = [t for t in r.turns if t.tool_call is not None]
     assert zooms and all(t.image_png and t.image_png.startswith(b"\x89PNG") for t in zooms)
     assert all(t.tool_response_text.startswith("Generated spectral visualization focused on") for t in zooms)
+
+
+def _inspect(sp, task, redshift):
+    ctx = InspectionContext(candidate_id="x", task=task, spectrum=sp, redshift=redshift)
+    return asyncio.run(run_inspection(ctx, get_task(task), RulesEngine(), renderer=stub_renderer))
+
+
+def test_desi_qso_without_redshift_is_undecided_not_a_carbon_star(real_dir):
+    """QuasarNP row 4 is a z ≈ 4 QSO (Lyα at 6030 Å, its forest blueward): without a redrock redshift, read at rest,
+    its forest once passed for C2 bands (carbon YES, p 0.99). Its Lyα line sits where no star has a line."""
+    sp = read_spectrum(real_dir / "desi" / "quasarnp_test_coadd.fits", target=4)
+    assert sp.meta.redshift is None
+    for task in TASKS:
+        r = _inspect(sp, task, None)
+        assert r.verdict == "UNDECIDED" and "redshift is unknown" in r.reason, (task, r.verdict, r.reason)
+
+
+def test_real_stars_without_redshift_are_still_decided(verdicts):
+    """The unknown-redshift check must not refuse stars: every real star read with no redshift gets a verdict,
+    the same one as with its survey redshift (|z| < 0.001 for all of them)."""
+    spectra, results = verdicts
+    stars = [(n, sp) for n, sp in spectra if n.startswith(("spec-5", "pylasp", "sbc")) or n == WHITE_DWARF]
+    assert len(stars) == 15
+    changed = []
+    for name, sp in stars:
+        for task in TASKS:
+            r = _inspect(sp, task, None)
+            if r.verdict != results[name, task].verdict:
+                changed.append(f"{name} {task}: {results[name, task].verdict} -> {r.verdict} ({r.reason})")
+    assert not changed, "\n".join(changed)
