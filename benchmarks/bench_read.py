@@ -2,9 +2,11 @@
 
     .venv/bin/python benchmarks/bench_read.py [--seconds 1.0] [--json out.json]
 
-Reads the real files in ../shared/data/real (or tests/data/real when ../shared is absent). Each cell repeats
-``iter_spectra(path)`` (open, sniff, decode, checks; DESI: every usable target) for about ``--seconds`` and reports
-spectra per CPU-second of the process (robust on a shared machine). Gzip files always go through astropy in memory, so both columns measure the same path there.
+Reads the real files in ../shared/data/real (or tests/data/real when ../shared is absent), and for the layouts no
+real file was found for (spSpec, SDSS-V) files written from a synthetic spectrum into a temporary folder. Each cell
+repeats ``iter_spectra(path)`` (open, sniff, decode, checks; DESI: every usable target) for about ``--seconds`` and
+reports spectra per CPU-second of the process (robust on a shared machine). Gzip files always go through astropy in
+memory, so both columns measure the same path there.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,7 +36,22 @@ CASES = [  # (label, file under shared, file under tests/data/real or None)
     ("desi-coadd (5 fibres, 2 usable)", "desi/coadd-sv3-dark-26065.fits", "coadd-sv3-dark-26065.fits"),
     ("desi-coadd + redrock join", "desi/coadd-4-80613-thru20210324.fits", "coadd-4-80613-thru20210324.fits"),
     ("desi-spectra (compressed masks)", "desi/spectra-sv3-dark-26065.fits", None),
+    ("desi-coadd trimmed (25 rows)", "desi/quasarnp_test_coadd.fits", None),
 ]
+#: layouts no real file was found for: written by spec_vetting.io.writers from a synthetic spectrum
+WRITTEN = [("sdss-spspec (written)", "sdss-spspec", "spSpec-51630-0266-145.fit"),
+           ("sdssv-spec (written)", "sdssv-spec", "spec-101077-59630-27021597848749000.fits")]
+
+
+def written_files(folder: Path) -> list[tuple[str, Path]]:
+    from spec_vetting.io.synthetic import make_spectrum
+    from spec_vetting.io.writers import native_grid, write_spectrum
+
+    out = []
+    for label, layout, name in WRITTEN:
+        spectrum = make_spectrum("carbon", seed=1, wavelength=native_grid(layout))
+        out.append((label, write_spectrum(spectrum, folder / name, layout)))
+    return out
 
 
 def rate(path: Path, backend: str, seconds: float) -> float:
@@ -55,8 +73,10 @@ def main() -> None:
     args = ap.parse_args()
     rows = []
     print(f"{'layout':36s} {'astropy /s':>11s} {'fitsio /s':>10s} {'ratio':>6s}")
-    for label, shared, local in CASES:
-        path = SHARED / shared if (SHARED / shared).exists() else (LOCAL / local if local else None)
+    tmp = tempfile.TemporaryDirectory()
+    cases = [(label, SHARED / shared if (SHARED / shared).exists() else (LOCAL / local if local else None))
+             for label, shared, local in CASES] + written_files(Path(tmp.name))
+    for label, path in cases:
         if path is None or not path.exists():
             print(f"{label:36s} {'(file absent)':>29s}")
             continue
@@ -64,6 +84,7 @@ def main() -> None:
         f = rate(path, "fitsio", args.seconds)
         rows.append({"layout": label, "file": path.name, "astropy_per_s": round(a, 1), "fitsio_per_s": round(f, 1)})
         print(f"{label:36s} {a:11.1f} {f:10.1f} {f / a:6.2f}")
+    tmp.cleanup()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
