@@ -225,6 +225,15 @@
     if (url) { window.location.href = url; }
   }
 
+  // Scroll the list pane (only it, not the page) so the current row is visible.
+  function keepInView(row) {
+    var pane = document.getElementById('list-pane');
+    var top = row.offsetTop, bottom = top + row.offsetHeight;
+    if (top < pane.scrollTop + 30 || bottom > pane.scrollTop + pane.clientHeight) {
+      pane.scrollTop = Math.max(0, top - pane.clientHeight / 2);
+    }
+  }
+
   function show(idx) {
     var full = DETAILS[key(CANDS[idx])];
     if (!full) { openElsewhere(idx); return; }
@@ -234,7 +243,9 @@
     renderDetail(full, detail);
     var rows = document.querySelectorAll('#list tr');
     for (var i = 0; i < rows.length; i++) {
-      rows[i].className = rows[i].getAttribute('data-index') === String(idx) ? 'current' : '';
+      var here = rows[i].getAttribute('data-index') === String(idx);
+      rows[i].className = here ? 'current' : '';
+      if (here) { keepInView(rows[i]); }
     }
   }
 
