@@ -72,6 +72,13 @@ def test_usage_errors():
         assert r.exit_code == 2 and bad[0] in r.output
 
 
+def test_unwritable_image_folder_is_a_usage_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file, not a folder")
+    r = CliRunner().invoke(main, ["inspect", str(SDSS), "--task", "cv", "--save-images", str(blocker / "img")])
+    assert r.exit_code == 2 and "--save-images" in r.output and "cannot create" in r.output
+
+
 def test_missing_model_folder_is_a_usage_error_found_before_reading(tmp_path):
     bad = tmp_path / "x.fits"
     bad.write_bytes(b"not fits")  # never read: the model folder is checked first

@@ -73,7 +73,6 @@ def _result_json(result, image_files: dict[int, str]) -> dict[str, Any]:
 
 
 def _save_images(result, directory: Path) -> dict[int, str]:
-    directory.mkdir(parents=True, exist_ok=True)
     files: dict[int, str] = {}
     if result.initial_image_png:
         p = directory / "turn00_full.png"
@@ -197,6 +196,12 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
             eng.identity()  # checks the model folder from its files, before the spectrum is read or weights load
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
+    if save_images:  # made before the inspection runs, so a bad path costs nothing
+        try:
+            Path(save_images).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise click.UsageError(f"--save-images {save_images}: cannot create the folder "
+                                   f"({exc.strerror or exc}); pass a writable folder") from exc
 
     from ..io import read_spectrum
 
