@@ -58,3 +58,13 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
     assert cv["n"] == 2  # every row evaluated against reward_model.ground_truth
     assert 0.0 <= cv["f1"] <= 1.0 and out["macro_f1"] == pytest.approx(cv["f1"])
     assert out["unlabelled"] == 0
+    # the file is the test split: this run is comparable with the published table, and says what it ran
+    assert out["table1_comparable"] is True and out["data"] == {"SpecVI-Bench test_cv.parquet": 2}
+    assert list(out["engines"]) == ["rules"]
+    # each row was asked with the prompt of the file, not the built-in one
+    from spec_vetting.inspect.tasks import get_task
+    from spec_vetting.io.candidates import load_candidates
+    from spec_vetting.report.run_data import read_run
+
+    asked = get_task("cv").with_prompt(load_candidates(data / "test_cv.parquet")[0].prompt).version
+    assert {r["prompt_version"] for r in read_run(tmp_path / "cat", with_turns=False).verdicts} == {asked}
