@@ -149,15 +149,18 @@ def memoise_spine_extent(spine) -> None:
 
 def batch_tick_drawing(axis) -> None:
     """Replace ``axis.draw`` with one that draws grid lines and tick marks of each kind in one call."""
-    batches: dict[tuple[str, bool], Line2D] = {}
+    batches: dict[tuple[str, bool], tuple[int, Line2D]] = {}
+    along_x = axis.axis_name == "x"
 
     def batch_line(template: Line2D, kind: str, major: bool) -> Line2D:
-        line = batches.get((kind, major))
+        # style, transform, clip and visibility follow the tick artists; copied again when matplotlib replaced them
+        source, line = batches.get((kind, major), (None, None))
         if line is None:
-            line = batches[(kind, major)] = Line2D([], [])
+            line = Line2D([], [])
             line.set_figure(template.get_figure(root=False))
-        # style, transform, clip and visibility follow the tick artists (tick_params may change them)
-        line.update_from(template)
+        if source != id(template):
+            line.update_from(template)
+            batches[(kind, major)] = (id(template), line)
         return line
 
     def draw(renderer):
@@ -171,20 +174,13 @@ def batch_tick_drawing(axis) -> None:
         for major, group in zip((True, False), groups):
             for start in range(0, len(group), _TICKS_PER_BATCH):
                 chunk = group[start : start + _TICKS_PER_BATCH]
+                locs = np.array([t.get_loc() for t in chunk], dtype=float)
                 for kind in ("gridline", "tick1line", "tick2line"):
                     template = getattr(chunk[0], kind)
-                    if not template.get_visible():
-                        continue
-                    # a tick line holds its position once and the other coordinate as a pair: broadcast
-                    pairs = [np.broadcast_arrays(*getattr(t, kind).get_data()) for t in chunk]
-                    xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]
-                    line = batch_line(template, kind, major)
-                    if kind == "gridline":
-                        # one polyline per tick, broken by NaN (Agg starts a new sub-path there)
-                        line.set_data(_joined(xs), _joined(ys))
-                    else:
-                        line.set_data(np.concatenate(xs), np.concatenate(ys))
-                    line.draw(renderer)
+                    if template.get_visible():
+                        line = batch_line(template, kind, major)
+                        line.set_data(*_tick_lines(template, locs, along_x, broken=kind == "gridline"))
+                        line.draw(renderer)
             for tick in group:
                 for label in (tick.label1, tick.label2):
                     if label.get_visible():
@@ -200,9 +196,19 @@ def batch_tick_drawing(axis) -> None:
     axis.draw = draw
 
 
-def _joined(parts: list) -> np.ndarray:
-    out = []
-    for part in parts:
-        out.append(np.asarray(part, dtype=float))
-        out.append(np.array([np.nan]))
-    return np.concatenate(out[:-1])
+def _tick_lines(template: Line2D, locs: np.ndarray, along_x: bool, broken: bool) -> tuple[np.ndarray, np.ndarray]:
+    """The data of one line through every tick: each tick line of ``template``'s shape moved to its location.
+
+    A tick line holds its location once and its other coordinate as a sequence (a grid line spans (0, 1) in axes
+    units, a tick mark sits at 0); grid lines are separated by a NaN point, where Agg starts a new sub-path.
+    """
+    xdata, ydata = template.get_data()
+    across = np.asarray(ydata if along_x else xdata, dtype=float).ravel()
+    if broken:
+        across = np.append(across, np.nan)
+    pos = np.repeat(locs, across.size)
+    other = np.tile(across, locs.size)
+    if broken:
+        pos[across.size - 1 :: across.size] = np.nan
+        pos, other = pos[:-1], other[:-1]
+    return (pos, other) if along_x else (other, pos)
