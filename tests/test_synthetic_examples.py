@@ -53,3 +53,21 @@ def test_make_examples_writes_a_loadable_labelled_set(tmp_path):
     assert (other / "candidates.csv").read_text() == (out / "candidates.csv").read_text()
     first_lamost = next(r["path"] for r in rows if r["path"].endswith(".fits") and r["path"].startswith("lamost"))
     assert (other / first_lamost).read_bytes() == (out / first_lamost).read_bytes()
+
+
+def test_a_folder_with_a_foreign_candidate_list_is_refused_and_left_alone(tmp_path):
+    """make-examples replaces its own earlier set; a user's list (and the spectra it names) is never deleted."""
+    (tmp_path / "lamost").mkdir()
+    mine = tmp_path / "lamost" / "my-spectrum.fits"
+    mine.write_bytes(b"precious")
+    (tmp_path / "candidates.csv").write_text("candidate_id,path,target,task,label\nm,lamost/my-spectrum.fits,,cv,YES\n")
+    r = CliRunner().invoke(main, ["make-examples", str(tmp_path), "--n", "1"])
+    assert r.exit_code == 2 and "not written by make-examples" in r.output
+    assert mine.read_bytes() == b"precious" and (tmp_path / "candidates.csv").exists()
+
+
+def test_an_unwritable_folder_is_an_error_not_a_traceback(tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    r = CliRunner().invoke(main, ["make-examples", str(tmp_path / "a-file" / "out"), "--n", "1"])
+    assert r.exit_code == 1 and "cannot write the examples under" in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import sys
 import zlib
 from pathlib import Path
@@ -19,6 +20,8 @@ import click
 
 #: task order of the examples (SpecVI-Bench keys)
 TASK_ORDER = ("cv", "carbon", "ss", "gm", "wd")
+#: the list of files a make-examples run wrote, so that a rerun deletes exactly those and nothing of the user's
+MARKER = ".spec-vet-examples.json"
 #: layouts cycled through (the DESI ones are gathered into one coadd file)
 EXAMPLE_LAYOUTS = ("lamost-dr1-image", "lamost-image", "lamost-coadd-table", "sdss-spec-lite", "desi-coadd")
 
@@ -106,6 +109,7 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
         healpix = 26065 + chunk_no
         coadd = _unique(out_dir / "desi" / f"coadd-sv3-dark-{healpix}.fits", used)
         redrock = coadd.with_name(coadd.name.replace("coadd-", "redrock-", 1))
+        used.add(redrock)
         tids = write_desi_coadd(
             [s for _, s in chunk], coadd, healpix=healpix, seed=seed + chunk_no, redrock_path=redrock
         )
@@ -144,31 +148,25 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
                 }
             )
     write_specvi_parquet(out_dir / "specvi-synthetic.parquet", specvi_rows)
+    written = sorted(p.relative_to(out_dir).as_posix() for p in used)
+    written += ["candidates.csv", "specvi-synthetic.parquet"]
+    (out_dir / MARKER).write_text(json.dumps({"written_by": "spec-vet make-examples", "n": n, "seed": seed,
+                                              "files": written}, indent=1) + "\n")
     return rows
 
 
 def remove_previous_examples(out_dir: Path) -> int:
-    """Delete the files an earlier run listed in DIR/candidates.csv (and DESI redrock files beside them), so a rerun
-    (``make demo`` twice) rewrites the same set instead of piling up renamed copies. Nothing outside DIR is touched."""
-    listing = out_dir / "candidates.csv"
+    """Delete the files an earlier run wrote (listed in DIR/.spec-vet-examples.json), so that a rerun (``make demo``
+    twice) rewrites the same set instead of piling up renamed copies. Nothing outside DIR, nothing unlisted."""
+    marker = out_dir / MARKER
     root = out_dir.resolve()
     removed = 0
-    with open(listing, newline="") as fh:
-        paths = {row.get("path") or "" for row in csv.DictReader(fh)}
-    for rel in sorted(p for p in paths if p):
+    for rel in json.loads(marker.read_text()).get("files", []):
         target = (out_dir / rel).resolve()
-        if root not in target.parents:
-            continue
-        siblings = [target]
-        if target.name.startswith("coadd-"):
-            siblings.append(target.with_name(target.name.replace("coadd-", "redrock-", 1)))
-        for f in siblings:
-            if f.is_file():
-                f.unlink()
-                removed += 1
-    for extra in (listing, out_dir / "specvi-synthetic.parquet"):
-        if extra.is_file():
-            extra.unlink()
+        if root in target.parents and target.is_file():
+            target.unlink()
+            removed += 1
+    marker.unlink()
     return removed
 
 
@@ -183,11 +181,24 @@ def _labels(item: dict) -> dict:
 def make_examples(out_dir: Path, n: int, seed: int) -> None:
     """Write N labelled synthetic survey files (all layouts, 5 tasks) and DIR/candidates.csv.
 
-    Rerunning on the same DIR replaces the set written before (the files its candidates.csv lists).
+    Rerunning on the same DIR replaces the set written before (the files listed in DIR/.spec-vet-examples.json);
+    a DIR holding a candidates.csv of another origin is refused, so no spectrum of yours is ever deleted.
     """
-    if (out_dir / "candidates.csv").exists():
+    if (out_dir / MARKER).is_file():
         remove_previous_examples(out_dir)
-    rows = write_examples(out_dir, n=n, seed=seed)
+    elif (out_dir / "candidates.csv").exists():
+        # a candidate list that make-examples did not write may list the user's own spectra: never touch them
+        raise click.BadParameter(
+            f"{out_dir / 'candidates.csv'} exists but was not written by make-examples (no {MARKER} beside it); "
+            "choose a new or empty folder, or delete that file if it is an old example set",
+            param_hint="DIR",
+        )
+    try:
+        rows = write_examples(out_dir, n=n, seed=seed)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot write the examples under {out_dir}: {exc.strerror or exc} ({exc.filename or out_dir})"
+        ) from None
     n_files = len({r["path"] for r in rows})
     yes = sum(r["label"] == "YES" for r in rows)
     click.echo(
