@@ -155,6 +155,10 @@ def real_table() -> str:
     paths = [p for sub in ("lamost", "sdss") for p in sorted((real / sub).iterdir()) if not p.name.startswith("med-")
              and not p.name.endswith(".csv")]
     paths += [real / "desi" / "coadd-4-80613-thru20210324.fits", real / "desi" / "coadd-special-dark-27247.fits"]
+    # DESI targets without a redrock file: redshift unknown (class unknown too), read at rest unless a line says
+    # the object is extragalactic (then UNDECIDED)
+    paths += [real / "desi" / n for n in ("coadd-5-169-thru20210419.fits", "coadd-sv3-dark-26065.fits",
+                                          "quasarnp_test_coadd.fits")]
     out = ["| file | survey class (not read by the engine) | z | " + " | ".join(TASKS) + " |",
            "|---|---|---|" + "---|" * len(TASKS)]
     for p in paths:
@@ -162,11 +166,14 @@ def real_table() -> str:
             rs = RestSpectrum.from_spectrum(sp, sp.meta.redshift)
             cells = []
             for task in TASKS:
-                d = decide(rs, task)
+                d = decide(rs, task, redshift_known=sp.meta.redshift is not None)
                 cells.append("UNDECIDED" if d.verdict is None else f"{d.verdict} ({d.p_yes:.2f})")
             cls = " ".join(x for x in (sp.meta.pipeline_class, sp.meta.pipeline_subclass) if x)
             z = sp.meta.redshift
-            out.append(f"| {p.name} | {cls} | {'' if z is None else f'{z:.4f}'} | " + " | ".join(cells) + " |")
+            ids = sp.meta.ids
+            name = p.name if p.parent.name != "desi" else (
+                f"{p.name} row {ids['row']}" if "row" in ids else f"{p.name} {ids.get('targetid')}")
+            out.append(f"| {name} | {cls} | {'unknown' if z is None else f'{z:.4f}'} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
 
