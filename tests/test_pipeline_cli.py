@@ -216,3 +216,47 @@ def test_dead_endpoint_among_several_moves_inspections_to_the_others(tmp_path):
     endpoints = {t["endpoint"] for t in read_turns(tmp_path / "cat").to_pylist() if t["turn"] >= 0}
     assert dead.rstrip("/") not in {e.rstrip("/") for e in endpoints if e}
     shutil.rmtree(tmp_path / "examples")
+
+
+def test_configuration_errors_exit_2_without_a_traceback(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli.run import run
+
+    for name in list(os.environ):
+        if name.startswith("SPEC_VETTING_JOB__"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    csv = tmp_path / "list.csv"
+    csv.write_text("candidate_id,path,task\na,missing.fits,cv\n")
+    (tmp_path / "a-file").write_text("x")
+    base = ["--candidates", str(csv), "--threads", "--workers", "1", "--no-dashboard"]
+    cases = [
+        (["--out", "cat", "--self-consistency-k", "3"], "self_consistency_k = 3 needs sampling"),
+        (["--out", str(tmp_path / "a-file")], "cannot use this folder as the catalog root"),
+        (["--out", "cat", "--engine-option", "device"], "expected KEY=VALUE"),
+        (["--out", "cat", "--run-date", "2024-13-01"], "run_date"),
+    ]
+    for extra, message in cases:
+        r = CliRunner().invoke(run, base + extra)
+        assert r.exit_code == 2 and message in r.output and "Traceback" not in r.output, (extra, r.output)
+    assert not (tmp_path / "cat").exists()  # refused before anything is written
+
+
+def test_progress_bar_dashboard_address_and_summary(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli.run import run
+
+    for name in list(os.environ):
+        if name.startswith("SPEC_VETTING_JOB__"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    csv = tmp_path / "list.csv"
+    csv.write_text("candidate_id,path,task\na,missing.fits,cv\nb,gone.fits,cv\n")
+    r = CliRunner().invoke(run, ["--candidates", str(csv), "--out", "cat", "--threads", "--workers", "1",
+                                 "--dashboard", "--progress"])
+    assert r.exit_code == 0, r.output
+    assert "Dask dashboard: http" in r.output and "inspections: 100%" in r.output and "2/2" in r.output
+    assert "cv              2  ERROR 2" in r.output and "errors: read_error 2" in r.output
+    assert "2 inspections in" in r.output and "catalog: " in r.output

@@ -105,7 +105,14 @@ def test_auto_shard_size_depends_on_pairs_and_engine_only():
     assert auto_shard_size(job, 10) == 4 and auto_shard_size(job, 3200) == 100 and auto_shard_size(job, 10**6) == 100
     http = job_from_dict({"candidates": ["a"], "out": "o", "engine": {"endpoints": ["http://a/v1", "http://b/v1"]},
                           "max_inflight_per_endpoint": 16})
-    assert auto_shard_size(http, 10) == 256
+    # an HTTP shard holds the whole in-flight cap (2 x 16 here), no more: small shards balance the workers' tails
+    assert auto_shard_size(http, 10) == 32 and auto_shard_size(http, 10**6) == 100
+    bench = job_from_dict({"candidates": ["a"], "out": "o", "engine": {"endpoints": ["http://a/v1", "http://b/v1"]},
+                           "max_inflight_per_endpoint": 4})
+    assert auto_shard_size(bench, 192) == 8  # 24 shards for 2 workers (3 shards of 64 left one idle)
+    gateway = job_from_dict({"candidates": ["a"], "out": "o", "engine": {"gateway": "http://g/v1"},
+                             "max_inflight_per_endpoint": 256})
+    assert auto_shard_size(gateway, 10**6) == 256
     assert auto_shard_size(job_from_dict({"candidates": ["a"], "out": "o", "shard_size": 9}), 10) == 9
 
 
@@ -221,3 +228,100 @@ def test_plan_task_semantics_and_shard_ids_are_deterministic():
     assert plan_digest(plan.items, {"x": 1}) != plan_digest(plan.items, {"x": 2})
     with pytest.raises(ConfigError):
         make_shards(plan.items, 0)
+
+
+# --- command-line options, configuration checks, summary -------------------------------------------------------
+
+
+def _leaf_fields(model, prefix: str = "") -> set[str]:
+    out = set()
+    for name, f in model.model_fields.items():
+        ann = f.annotation
+        if isinstance(ann, type) and hasattr(ann, "model_fields"):
+            out |= _leaf_fields(ann, f"{prefix}{name}.")
+        else:
+            out.add(prefix + name)
+    return out
+
+
+def test_every_job_field_is_a_run_option():
+    from spec_vetting.cli.run import JOB_OPTIONS
+
+    fields = [f for f, _ in JOB_OPTIONS]
+    assert len(fields) == len(set(fields))
+    assert set(fields) == _leaf_fields(JobConfig)
+
+
+def test_options_alone_make_the_same_job_as_a_file(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import run as run_cli
+
+    for name in list(__import__("os").environ):
+        if name.startswith("SPEC_VETTING_JOB__"):
+            monkeypatch.delenv(name)
+    seen = {}
+
+    def fake_run_job(job, **kw):
+        seen["job"] = job
+        raise ConfigError("stopped by the test")
+
+    monkeypatch.setattr("spec_vetting.pipeline.runner.run_job", fake_run_job)
+    args = ["--candidates", "a.csv", "--task", "cv", "--task", "wd", "--out", "cat", "--endpoint", "http://a/v1",
+            "--engine-option", "max_retries=3", "--engine-option", "extra=[1, 2]", "--max-endpoint-retries", "5",
+            "--memory-limit", "2GiB", "--temperature", "0.7", "--self-consistency-k", "3", "--threads",
+            "--no-dashboard", "--run-date", "2024-02-03"]
+    r = CliRunner().invoke(run_cli.run, args)
+    assert r.exit_code == 2 and "stopped by the test" in r.output, r.output
+    job = seen["job"]
+    assert job.engine.options == {"max_retries": 3, "extra": [1, 2]} and job.budgets.max_endpoint_retries == 5
+    assert job.cluster.memory_limit == "2GiB" and job.cluster.processes is False and job.tasks == ["cv", "wd"]
+    assert job.sampling.self_consistency_k == 3 and str(job.run_date) == "2024-02-03"
+    # a job file's engine options are merged key by key with --engine-option
+    p = tmp_path / "job.yaml"
+    p.write_text("candidates: [a.csv]\nout: cat\nengine: {name: local, model: m, options: {device: cuda, batch: 4}}\n")
+    job = run_cli.build_job(str(p), {"engine__options": ("batch=8",)})
+    assert job.engine.options == {"device": "cuda", "batch": 8}
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        run_cli.build_job(str(p), {"engine__options": ("batch",)})
+
+
+def test_self_consistency_needs_a_temperature():
+    base = {"candidates": ["a"], "out": "o"}
+    with pytest.raises(ConfigError, match="self_consistency_k = 3 needs sampling"):
+        job_from_dict({**base, "sampling": {"self_consistency_k": 3}})
+    job = job_from_dict({**base, "sampling": {"self_consistency_k": 3, "temperature": 0.7}})
+    assert job.sampling.self_consistency_k == 3
+
+
+def test_final_summary_has_counts_errors_tokens_cache_hits_and_throughput():
+    from spec_vetting.cli.run import format_summary
+    from spec_vetting.pipeline.runner import RunOutcome, summarize
+
+    markers = {
+        "s0": {"n": 3, "verdicts": {"cv": {"YES": 2, "ERROR": 1}}, "errors": {"read_error": 1},
+               "tokens": {"prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 400}, "inspection_s": 2.0},
+        "s1": {"n": 2, "verdicts": {"cv": {"NO": 1}, "wd": {"UNDECIDED": 1}}, "errors": {},
+               "tokens": {"prompt_tokens": 1000, "completion_tokens": 50, "cached_tokens": 600}, "inspection_s": 1.0},
+    }
+    s = summarize(markers)
+    assert s["n_verdicts"] == 5 and s["verdicts_by_task"]["cv"] == {"ERROR": 1, "NO": 1, "YES": 2}
+    assert s["tokens"] == {"prompt": 2000, "completion": 100, "cached": 1000, "cache_hit_rate": 0.5}
+    s.update(wall_s=2.5, inspections_this_attempt=5, throughput_per_s=2.0)
+    text = format_summary(RunOutcome("r1", "2024-01-01", "/cat", "finished", True, s))
+    assert "run r1 (finished, resumed)" in text and "YES 2, NO 1, ERROR 1" in text and "UNDECIDED 1" in text
+    assert "errors: read_error 1" in text and "cached 1000 (cache hits 50%)" in text
+    assert "5 inspections in 2.5 s (2.00/s this attempt)" in text and "catalog: /cat" in text
+
+
+def test_unfinished_parts_of_a_run_are_removed_others_kept(tmp_path):
+    store = RunStore(tmp_path, "r1", "2024-01-01")
+    other = RunStore(tmp_path, "r0", "2024-01-01")
+    rows = [{"run_id": "r1", "candidate_id": "c", "verdict": "YES"}]
+    for st, shard in ((store, "s00000-a"), (store, "s00001-b"), (other, "s00001-b")):
+        for table in ("verdicts", "turns"):
+            write_parquet_atomic(st.partition(table, "cv") / st.part_name(shard),
+                                 rows_to_table(rows if table == "verdicts" else [], table))
+    assert store.remove_unfinished_parts({"s00000-a": {}}) == 2
+    left = sorted(p.name for p in tmp_path.rglob("*.parquet"))
+    assert left == sorted(["part-r1-s00000-a.parquet"] * 2 + ["part-r0-s00001-b.parquet"] * 2)

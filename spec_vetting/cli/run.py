@@ -1,61 +1,106 @@
 """`spec-vet run`: vet a candidate list with the batch pipeline (a job file, options, or both).
 
-Options override the job file's fields; with no job file, ``--candidates`` and ``--out`` are enough. Exit codes:
-0 the run finished (ERROR rows included); 1 it could not finish (safe to rerun: it resumes); 2 usage or
-configuration error.
+Every job-file field is also an option (one table below defines both the option and the field it sets), so a
+one-off run needs no file; options override the job file's fields; with no job file, ``--candidates`` and
+``--out`` are enough. Exit codes: 0 the run finished (ERROR rows included); 1 it could not finish (safe to rerun:
+it resumes); 2 usage or configuration error.
 """
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from ..errors import ConfigError, SpecVettingError
 
 
+def _job_option(field: str, *flags: str, **kwargs):
+    """A click option that sets the job field ``field`` (dotted); its parameter name encodes the field."""
+    return field, click.option(*flags, field.replace(".", "__"), default=kwargs.pop("default", None), **kwargs)
+
+
+#: (job field, option) for every field of the job file (a test walks the schema to keep this complete)
+JOB_OPTIONS = [
+    _job_option("candidates", "--candidates", multiple=True,
+                help="Candidate source: table (CSV/Parquet/FITS), folder, glob, DESI coadd, SpecVI parquet. Repeatable."),
+    _job_option("tasks", "--task", multiple=True,
+                help="Task key (cv, carbon, ss, gm, wd, ...). Repeatable. See `spec-vet tasks list`."),
+    _job_option("tasks_file", "--tasks-file", help="YAML file of extra or overriding tasks."),
+    _job_option("out", "--out", help="Catalog root (runs accumulate under it)."),
+    _job_option("engine.name", "--engine",
+                help="rules | openai | local | scripted | package.module:Class "
+                "(default: openai with --endpoint/--gateway, else rules)."),
+    _job_option("engine.endpoints", "--endpoint", multiple=True,
+                help="OpenAI-compatible base URL with /v1, one per replica. Repeatable."),
+    _job_option("engine.gateway", "--gateway", help="One router URL in front of the replicas, instead of --endpoint."),
+    _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
+    _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
+    _job_option("engine.timeout_s", "--timeout", type=float, help="Per-request timeout, seconds (300)."),
+    _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
+                help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
+    _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),
+    _job_option("sampling.top_p", "--top-p", type=float, help="Nucleus sampling mass (1.0)."),
+    _job_option("sampling.max_tokens", "--max-tokens", type=int, help="Max tokens per assistant turn (2048)."),
+    _job_option("sampling.seed", "--seed", type=int, help="Sampling seed sent to the server."),
+    _job_option("sampling.logprobs", "--logprobs/--no-logprobs",
+                help="p_yes from the answer token's log-probabilities."),
+    _job_option("sampling.top_logprobs", "--top-logprobs", type=int, help="Alternatives per token with --logprobs."),
+    _job_option("sampling.self_consistency_k", "--self-consistency-k", type=int,
+                help="k sampled inspections per pair, p_yes from agreement (needs --temperature > 0)."),
+    _job_option("budgets.max_turns", "--max-turns", type=int, help="Assistant turns per inspection (8)."),
+    _job_option("budgets.token_budget", "--token-budget", type=int, help="Tokens per inspection."),
+    _job_option("budgets.time_budget_s", "--time-budget", type=float, help="Seconds per inspection."),
+    _job_option("budgets.max_endpoint_retries", "--max-endpoint-retries", type=int,
+                help="Reruns of an inspection whose endpoint died (2)."),
+    _job_option("max_inflight_per_endpoint", "--max-inflight-per-endpoint", type=int,
+                help="In-flight inspections per endpoint, whole cluster (8)."),
+    _job_option("concurrency", "--concurrency", type=int, help="In-flight inspections per shard (in-process engines)."),
+    _job_option("shard_size", "--shard-size", type=int, help="Candidate-task pairs per shard (the unit of resume)."),
+    _job_option("run_id", "--run-id", help="Run id (default: time + hash); an unfinished run with this id is resumed."),
+    _job_option("run_date", "--run-date", help="Partition date YYYY-MM-DD (default: today)."),
+    _job_option("title", "--title", help="Plot title of the pictures ('Spectrum', as in training)."),
+    _job_option("incremental", "--incremental/--no-incremental",
+                help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
+    _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
+    _job_option("cluster.workers", "--workers", type=int, help="LocalCluster worker processes (default: CPU count)."),
+    _job_option("cluster.threads_per_worker", "--threads-per-worker", type=int,
+                help="Shards at once per worker (2)."),
+    _job_option("cluster.processes", "--processes/--threads",
+                help="Worker processes (default) or threads in this process."),
+    _job_option("cluster.memory_limit", "--memory-limit", help="Per-worker memory limit, e.g. 4GiB."),
+    _job_option("cluster.dashboard", "--dashboard/--no-dashboard", help="Serve and print the Dask dashboard."),
+]
+
+
+def _engine_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--engine-option {pair!r}: expected KEY=VALUE, e.g. --engine-option device=cuda")
+        try:
+            out[key.strip()] = yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--engine-option {pair!r}: the value is not valid YAML ({exc})") from exc
+    return out
+
+
 def _overrides(opts: dict) -> dict:
     """Command-line options as dotted job fields; only those the user gave."""
-    mapping = {
-        "candidates": "candidates",
-        "task": "tasks",
-        "tasks_file": "tasks_file",
-        "out": "out",
-        "engine": "engine.name",
-        "endpoint": "engine.endpoints",
-        "gateway": "engine.gateway",
-        "model": "engine.model",
-        "api_key_env": "engine.api_key_env",
-        "timeout": "engine.timeout_s",
-        "temperature": "sampling.temperature",
-        "top_p": "sampling.top_p",
-        "max_tokens": "sampling.max_tokens",
-        "seed": "sampling.seed",
-        "logprobs": "sampling.logprobs",
-        "top_logprobs": "sampling.top_logprobs",
-        "self_consistency_k": "sampling.self_consistency_k",
-        "max_turns": "budgets.max_turns",
-        "token_budget": "budgets.token_budget",
-        "time_budget": "budgets.time_budget_s",
-        "max_inflight_per_endpoint": "max_inflight_per_endpoint",
-        "concurrency": "concurrency",
-        "shard_size": "shard_size",
-        "run_id": "run_id",
-        "run_date": "run_date",
-        "title": "title",
-        "incremental": "incremental",
-        "workers": "cluster.workers",
-        "threads_per_worker": "cluster.threads_per_worker",
-        "processes": "cluster.processes",
-        "scheduler": "cluster.scheduler_address",
-        "dashboard": "cluster.dashboard",
-    }
     out = {}
-    for opt, dotted in mapping.items():
-        value = opts.get(opt)
+    for name, value in opts.items():
         if value is None or value == ():
             continue
-        out[dotted] = list(value) if isinstance(value, tuple) else value
+        field = name.replace("__", ".")
+        if field == "engine.options":
+            # one key at a time, so the job file's other engine options stay
+            out.update({f"engine.options.{k}": v for k, v in _engine_options(value).items()})
+        else:
+            out[field] = list(value) if isinstance(value, tuple) else value
     return out
 
 
@@ -101,42 +146,17 @@ def format_summary(outcome) -> str:
     return "\n".join(lines)
 
 
+def _with_job_options(command):
+    for _, option in reversed(JOB_OPTIONS):
+        command = option(command)
+    return command
+
+
 @click.command("run", context_settings={"show_default": False})
 @click.argument("job_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--example", is_flag=True, help="Print a commented example job file and exit.")
-@click.option("--candidates", multiple=True, help="Candidate source (table, folder, glob, DESI coadd, SpecVI parquet). Repeatable.")
-@click.option("--task", multiple=True, help="Task key (cv, carbon, ss, gm, wd, ...). Repeatable. See `spec-vet tasks list`.")
-@click.option("--tasks-file", help="YAML file of extra or overriding tasks.")
-@click.option("--out", help="Catalog root (runs accumulate under it).")
-@click.option("--engine", help="rules | openai | local (default: openai with --endpoint, else rules).")
-@click.option("--endpoint", multiple=True, help="OpenAI-compatible base URL with /v1. Repeatable.")
-@click.option("--gateway", help="One router URL in front of the replicas, instead of --endpoint.")
-@click.option("--model", help="Served model id, or the model folder for --engine local.")
-@click.option("--api-key-env", help="Environment variable holding the API key.")
-@click.option("--timeout", type=float, help="Per-request timeout, seconds.")
-@click.option("--temperature", type=float)
-@click.option("--top-p", type=float)
-@click.option("--max-tokens", type=int, help="Max tokens per assistant turn.")
-@click.option("--seed", type=int)
-@click.option("--logprobs/--no-logprobs", default=None, help="p_yes from the answer token's log-probabilities.")
-@click.option("--top-logprobs", type=int)
-@click.option("--self-consistency-k", type=int, help="k sampled inspections per pair; p_yes from agreement.")
-@click.option("--max-turns", type=int, help="Assistant turns per inspection (8).")
-@click.option("--token-budget", type=int, help="Tokens per inspection.")
-@click.option("--time-budget", type=float, help="Seconds per inspection.")
-@click.option("--max-inflight-per-endpoint", type=int, help="In-flight inspections per endpoint, whole cluster.")
-@click.option("--concurrency", type=int, help="In-flight inspections per shard (in-process engines).")
-@click.option("--shard-size", type=int, help="Candidate-task pairs per shard.")
-@click.option("--run-id", help="Run id (default: time + hash); an unfinished run with this id is resumed.")
-@click.option("--run-date", help="Partition date YYYY-MM-DD (default: today).")
-@click.option("--title", help="Plot title of the pictures ('Spectrum').")
-@click.option("--incremental/--no-incremental", default=None, help="Skip pairs vetted in earlier runs (same model+prompt).")
+@_with_job_options
 @click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an unfinished one.")
-@click.option("--workers", type=int, help="LocalCluster workers (default: CPU count).")
-@click.option("--threads-per-worker", type=int)
-@click.option("--processes/--threads", default=None, help="Worker processes (default) or threads in this process.")
-@click.option("--scheduler", help="Address of a running Dask scheduler (tcp://host:8786).")
-@click.option("--dashboard/--no-dashboard", default=None, help="Serve and print the Dask dashboard.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def run(job_file, example, fresh, progress, **opts):
     """Vet candidates in batch: shards on Dask, verdicts and traces to a Parquet catalog under --out.
@@ -168,6 +188,14 @@ def run(job_file, example, fresh, progress, **opts):
         sys.exit(1)
     except SpecVettingError as exc:
         click.echo(f"error: the run could not finish: {exc}. Rerun the same command to resume.", err=True)
+        sys.exit(1)
+    except OSError as exc:  # disk full, permissions changed mid-run ...: what is done is kept
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        click.echo(
+            f"error: the run could not finish: {exc.strerror or exc}{where}. Fix that, then rerun the same command "
+            "to resume.",
+            err=True,
+        )
         sys.exit(1)
     click.echo(format_summary(outcome))
     if outcome.status != "finished":
