@@ -95,10 +95,11 @@ def bench_overhead(n: int, tmp: Path) -> dict:
     }
 
 
-def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, workers: int, tmp: Path) -> dict:
+def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, workers: int, tmp: Path,
+                     shard_size: int | None = None) -> dict:
     from fake_server import FakeOpenAIServer
 
-    from spec_vetting.catalog import read_verdicts
+    from spec_vetting.catalog import read_manifest, read_verdicts
     from spec_vetting.pipeline import job_from_dict, runner
 
     cands = _candidates(n)
@@ -107,11 +108,11 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
     for s in servers:
         s.__enter__()
     try:
-        root = tmp / f"tp-{workers}"
+        root = tmp / f"tp-{workers}-{shard_size}"
         job = job_from_dict({
             "candidates": ["inline"], "out": str(root),
             "engine": {"endpoints": [s.base_url for s in servers], "timeout_s": 30},
-            "max_inflight_per_endpoint": inflight,
+            "max_inflight_per_endpoint": inflight, "shard_size": shard_size,
             "cluster": {"processes": True, "workers": workers, "dashboard": False},
         })
         w0 = time.perf_counter()
@@ -137,6 +138,7 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
     routed_limit = inflight / (2 * delay * max_share)
     return {
         "workers": workers, "n": n, "endpoints": endpoints, "inflight_per_endpoint": inflight, "delay_s": delay,
+        "shards": read_manifest(root, out.run_id)["counts"]["shards"],
         "limit_per_s": round(limit, 2), "achieved_per_s": round(achieved, 2),
         "fraction_of_limit": round(achieved / limit, 3),
         "busiest_endpoint_share": round(max_share, 3), "limit_given_routing_per_s": round(routed_limit, 2),
@@ -152,6 +154,9 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.25)
     ap.add_argument("--endpoints", type=int, default=2)
     ap.add_argument("--inflight", type=int, default=4)
+    ap.add_argument("--shard-size", type=int, default=None, help="fixed shard size (default: the run's automatic one)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure")
+    ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -159,21 +164,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         _install_fast_render(tmp)
-        results["overhead"] = bench_overhead(args.n, tmp)
+        if not args.skip_overhead:
+            results["overhead"] = bench_overhead(args.n, tmp)
         if not args.skip_throughput:
             results["throughput"] = [
-                bench_throughput(args.throughput_n, args.delay, args.endpoints, args.inflight, w, tmp) for w in (1, 2)
+                bench_throughput(args.throughput_n, args.delay, args.endpoints, args.inflight, w, tmp, args.shard_size)
+                for w in args.workers
             ]
     if args.json:
         print(json.dumps(results, indent=2))
         return
-    o = results["overhead"]
-    print(f"overhead: {o['shard_cpu_ms_per_inspection']} CPU ms/inspection in a shard "
-          f"({o['run_job_cpu_ms_per_inspection']} with Dask and run bookkeeping), n={o['n']}, target <= 5")
+    o = results.get("overhead")
+    if o:
+        print(f"overhead: {o['shard_cpu_ms_per_inspection']} CPU ms/inspection in a shard "
+              f"({o['run_job_cpu_ms_per_inspection']} with Dask and run bookkeeping), n={o['n']}, target <= 5")
     for t in results.get("throughput", []):
         print(f"throughput, {t['workers']} worker(s): {t['achieved_per_s']}/s of a {t['limit_per_s']}/s limit "
               f"({t['fraction_of_limit']:.0%}; {t['endpoints']} endpoints x {t['inflight_per_endpoint']} in flight, "
-              f"{t['delay_s']} s per turn, n={t['n']}; wall {t['wall_s_including_cluster_start']} s with start-up); "
+              f"{t['delay_s']} s per turn, n={t['n']} in {t['shards']} shards; wall {t['wall_s_including_cluster_start']} s with start-up); "
               f"busiest endpoint got {t['busiest_endpoint_share']:.0%} of the candidates, so the limit given the "
               f"sticky routing is {t['limit_given_routing_per_s']}/s: {t['fraction_of_routed_limit']:.0%} of it")
 

@@ -282,3 +282,76 @@ def test_duplicate_pairs_and_missing_tasks_are_configuration_errors(tmp_path, fa
         runner.run_job(_job(tmp_path, tasks=[]), progress=False, echo=lambda s: None)
     with pytest.raises(ConfigError, match="unknown task"):
         runner.run_job(_job(tmp_path, tasks=["nope"]), progress=False, echo=lambda s: None)
+
+
+def _mark_unfinished(job, out, drop_markers: int = 0):
+    """Make a finished run look like one that died: status running, the last ``drop_markers`` markers gone."""
+    store = RunStore(job.out, out.run_id, out.run_date)
+    for marker in sorted(store.shards_dir.glob("*.done"))[len(list(store.shards_dir.glob("*.done"))) - drop_markers:]:
+        marker.unlink()
+    m = read_manifest(job.out, out.run_id)
+    m["status"] = "running"
+    store.manifest_path.write_text(json.dumps(m))
+    return store
+
+
+def test_fresh_starts_a_new_run_and_leaves_the_unfinished_one(tmp_path, fake_candidates):
+    job = _job(tmp_path)
+    a = runner.run_job(job, progress=False, echo=lambda s: None)
+    _mark_unfinished(job, a, drop_markers=1)
+    b = runner.run_job(job, fresh=True, progress=False, echo=lambda s: None)
+    assert b.run_id != a.run_id and not b.resumed and b.summary["inspections_this_attempt"] == 12
+    assert read_manifest(job.out, a.run_id)["status"] == "running"
+    assert len(_rows(job.out, b.run_id)) == 12
+    # without --fresh the unfinished one is still the one resumed
+    c = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert c.run_id == a.run_id and c.resumed and c.summary["inspections_this_attempt"] == 4
+    log = RunStore(job.out, a.run_id, a.run_date).log_path.read_text()
+    assert " RESUME run " in log and log.count(" SUCCESS run ") == 2
+    m = read_manifest(job.out, a.run_id)
+    assert m["timings"]["wall_s_all_attempts"] >= m["timings"]["wall_s_last_attempt"] > 0
+    with pytest.raises(ConfigError, match="already exists"):
+        runner.run_job(_job(tmp_path, run_id=a.run_id), fresh=True, progress=False, echo=lambda s: None)
+
+
+def test_incremental_revets_with_another_model_or_prompt_version(tmp_path, fake_candidates):
+    fake_candidates["cands"] = _cands(2)
+    job = _job(tmp_path, incremental=True)
+    runner.run_job(job, progress=False, echo=lambda s: None)
+    again = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert again.status == "finished" and again.summary["n_verdicts"] == 0
+    other_model = _job(tmp_path, incremental=True,
+                       engine={"name": "scripted", "options": {"replies": [ANSWER_YES], "model": "other"}})
+    out = runner.run_job(other_model, progress=False, echo=lambda s: None)
+    assert out.summary["n_verdicts"] == 4
+    tasks_file = tmp_path / "tasks.yaml"
+    tasks_file.write_text(
+        "tasks:\n  - key: cv\n    class_name: cataclysmic variable\n"
+        "    prompt: Is this a cataclysmic variable? Answer YES or NO.\n"
+    )
+    new_prompt = _job(tmp_path, incremental=True, tasks_file=str(tasks_file))
+    out = runner.run_job(new_prompt, progress=False, echo=lambda s: None)
+    got = {(r["candidate_id"], r["task"]) for r in _rows(job.out, out.run_id)}
+    assert got == {("c-0", "cv"), ("c-1", "cv")}  # only the task whose prompt changed
+
+
+def test_incremental_resume_keeps_its_first_selection(tmp_path, fake_candidates):
+    """Runs written between a crash and the resume must not change which pairs (so which shards) the run has:
+    otherwise a done shard and a re-cut one could both hold a pair."""
+    fake_candidates["cands"] = _cands(2)
+    job = _job(tmp_path, incremental=True)
+    runner.run_job(job, progress=False, echo=lambda s: None)  # c-0, c-1 vetted
+    fake_candidates["cands"] = _cands(6)
+    night = runner.run_job(job, progress=False, echo=lambda s: None)  # c-2..c-5 in 2 shards
+    assert night.summary["n_verdicts"] == 8
+    store = _mark_unfinished(job, night, drop_markers=1)  # died after the part files of shard 2, before its marker
+    # in between, another job vets c-4 (a pair of the unfinished shard) on the same root
+    fake_candidates["cands"] = _cands(5)[4:]
+    runner.run_job(_job(tmp_path, shard_size=3), progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(6)
+    again = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert again.run_id == night.run_id and again.summary["inspections_this_attempt"] == 4
+    rows = _rows(job.out, night.run_id)
+    assert len(rows) == 8 and {(r["candidate_id"], r["task"]) for r in rows} == {
+        (f"c-{i}", t) for i in range(2, 6) for t in ("cv", "wd")}
+    assert store.read_incremental_skips() == {(f"c-{i}", t) for i in range(2) for t in ("cv", "wd")}

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..catalog import read_manifest, read_verdicts, runs_dir
+from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
 from ..engines.base import EngineIdentity, Sampling
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
@@ -262,7 +262,14 @@ def run_job(
         echo(f"note: {plan.skipped_task_not_selected} candidate row(s) name a task outside --task and are skipped")
 
     name = job.engine.resolved_name
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / RUNS_DIR).mkdir(exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"{root}: cannot use this folder as the catalog root ({exc.strerror or exc}); pass --out a folder you "
+            "can write to (it is created if missing)"
+        ) from exc
     lock = RootLock(root)
     lock.acquire()
     try:
@@ -290,16 +297,21 @@ def run_job(
         items = plan.items
         skipped_incremental = 0
         if job.incremental:
-            vetted = already_vetted(root, identity, exclude_run=run_id)
-            keep = [
-                i for i in items
-                if (str(i.candidate.candidate_id), i.task, _prompt_version(i, job.tasks_file, task_cache)) not in vetted
-            ]
+            skips = store.read_incremental_skips() if previous else None
+            if skips is None:
+                vetted = already_vetted(root, identity, exclude_run=run_id)
+                skips = {
+                    i.key for i in items
+                    if (*i.key, _prompt_version(i, job.tasks_file, task_cache)) in vetted
+                }
+                store.write_incremental_skips(skips)
+            keep = [i for i in items if i.key not in skips]
             skipped_incremental = len(items) - len(keep)
             items = keep
         shards = make_shards(items, shard_size)
         store.remove_temporaries()
         done = store.done_markers()
+        store.remove_unfinished_parts(done)
         pending = [s for s in shards if s.shard_id not in done]
         n_done_items = sum(len(s.items) for s in shards if s.shard_id in done)
 
@@ -379,7 +391,11 @@ def run_job(
             return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
         manifest["status"] = "finished"
         manifest["finished_at"] = utcnow()
-        manifest["timings"] = {"wall_s_last_attempt": round(wall, 3), "inspection_s": summary["inspection_s"]}
+        manifest["timings"] = {
+            "wall_s_last_attempt": round(wall, 3),
+            "wall_s_all_attempts": round(sum(a.get("wall_s", 0.0) for a in attempts), 3),
+            "inspection_s": summary["inspection_s"],
+        }
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         runlog.write(

@@ -65,6 +65,41 @@ class RunStore:
                 continue  # unreadable marker: the shard runs again and rewrites it
         return out
 
+    @property
+    def incremental_skips_path(self) -> Path:
+        return self.run_dir / "incremental_skipped.parquet"
+
+    def write_incremental_skips(self, keys: set[tuple[str, str]]) -> None:
+        """The (candidate_id, task) pairs incremental mode skipped on the first attempt: a resumed attempt reuses
+        them, so runs written in between cannot change which pairs (and so which shards) this run has."""
+        ordered = sorted(keys)
+        table = pa.table(
+            {"candidate_id": pa.array([k[0] for k in ordered], pa.string()),
+             "task": pa.array([k[1] for k in ordered], pa.string())}
+        )
+        write_parquet_atomic(self.incremental_skips_path, table)
+
+    def read_incremental_skips(self) -> set[tuple[str, str]] | None:
+        if not self.incremental_skips_path.is_file():
+            return None
+        t = pq.read_table(self.incremental_skips_path)
+        return set(zip(t.column("candidate_id").to_pylist(), t.column("task").to_pylist()))
+
+    def remove_unfinished_parts(self, done: set[str] | dict) -> int:
+        """Delete this run's part files of shards without a done marker (a crash between a shard's part files and
+        its marker). A pending shard rewrites them anyway; one that is no longer planned must not leave rows."""
+        n = 0
+        prefix = f"part-{self.run_id}-"
+        for table in ("verdicts", "turns"):
+            base = self.root / table / f"run_date={self.run_date}"
+            if not base.is_dir():
+                continue
+            for p in base.glob(f"task=*/{prefix}*.parquet"):
+                if p.name[len(prefix):-len(".parquet")] not in done:
+                    p.unlink(missing_ok=True)
+                    n += 1
+        return n
+
     def remove_temporaries(self) -> int:
         """Delete temporary files a killed run left behind (only this run's). Returns how many."""
         n = 0
