@@ -290,3 +290,16 @@ def test_class_names_take_the_right_article():
     sp = make_spectrum("m_giant", seed=SEEDS[0], snr=40.0)
     assert "whether this is an M-type Giant" in reply_texts(sp, "gm")[0].text
     assert "whether this is a White Dwarf" in reply_texts(sp, "wd")[0].text
+
+
+def test_unexplained_line_outside_every_task_window_is_still_cited():
+    """Only the line's zoom overlaps the data: the final turn reports it and says no diagnostic window is covered."""
+    sp = make_spectrum("g_star", seed=SEEDS[0], snr=40.0)
+    keep = (sp.wavelength > 5262) & (sp.wavelength < 5540)  # between carbon's zooms
+    flux = sp.flux[keep] * (1.0 + 2.0 * np.exp(-0.5 * ((sp.wavelength[keep] - 5360.0) / 3.0) ** 2))
+    sp = dataclasses.replace(sp, wavelength=sp.wavelength[keep], flux=flux, ivar=sp.ivar[keep], mask=sp.mask[keep])
+    replies = reply_texts(sp, "carbon", redshift=None)
+    assert len(replies) == 2 and "unexplained emission line" in replies[0].text
+    final = replies[-1]
+    assert "centre of the unexplained emission line = 53" in final.text and "falls inside the data" in final.text
+    assert final.abstain_reason and "redshift is unknown" in final.abstain_reason

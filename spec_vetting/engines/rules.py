@@ -140,9 +140,9 @@ def turn_text(plan: Plan, turn: int) -> tuple[str, bool]:
 def final_text(plan: Plan) -> str:
     d = plan.decision
     lines = []
-    if plan.zooms and plan.covered:
+    if plan.zooms and (plan.covered or plan.notes[-1]):
         lines.append(f"In the {plan.zooms[-1].label}: {plan.notes[-1] or 'nothing measurable'}.")
-    else:
+    if not plan.covered:
         lines.append(f"{_frame_sentence(d)} None of my diagnostic windows for {_a(d.class_name)} falls inside the "
                      "data.")
     if not plan.zooms and plan.full_view:  # no zoom turn came before: the whole-spectrum numbers go here
