@@ -10,9 +10,9 @@ instance-level replacements cut that without changing what is drawn:
 * :func:`batch_tick_drawing` - the axis draws all grid lines of one kind as one path and all tick marks of one kind
   as one marker call (same style, transform and clip as the per-tick artists), then the labels as before.
 
-The only pixel difference from per-tick drawing is where two grid lines of one kind overlap (blended once instead
-of twice) and the draw order of a grid line and a neighbouring tick's mark: it happens only for ticks a pixel or
-two apart (a window holding a single point), never for the tick tables of ordinary views.
+Batching changes pixels only where two lines of one kind overlap (blended once instead of twice): ticks a few
+pixels apart, which only a window holding a single point produces (matplotlib widens it and the tick table asks
+for thousands of ticks). Such crowded ticks are drawn one by one as matplotlib does, so the pictures stay the same.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from .text_renderer import cache_text_layout
 # Agg snaps a path to whole pixels only when it has at most 1024 vertices; a grid line takes 3 (two ends and a
 # NaN break), so batches stay under that to keep the lines as crisp as matplotlib draws them one by one
 _TICKS_PER_BATCH = 300
+# neighbouring ticks closer than this (pixels) may overlap with their antialiased edges: drawn one by one
+_MIN_BATCH_SPACING_PX = 4.0
 
 
 def memoise_ticks(axis) -> None:
@@ -172,6 +174,10 @@ def batch_tick_drawing(axis) -> None:
         majors = set(axis.majorTicks)
         groups = ([t for t in ticks if t in majors], [t for t in ticks if t not in majors])
         for major, group in zip((True, False), groups):
+            if _crowded(axis, group):
+                for tick in group:  # matplotlib's own order: overlapping lines blend one by one
+                    tick.draw(renderer)
+                continue
             for start in range(0, len(group), _TICKS_PER_BATCH):
                 chunk = group[start : start + _TICKS_PER_BATCH]
                 locs = np.array([t.get_loc() for t in chunk], dtype=float)
@@ -194,6 +200,22 @@ def batch_tick_drawing(axis) -> None:
         axis.stale = False
 
     axis.draw = draw
+
+
+def _crowded(axis, ticks: list) -> bool:
+    """Whether two neighbouring ticks are closer than a few pixels, so their grid lines overlap.
+
+    Overlapping translucent lines drawn one by one darken where they overlap; one batched path would blend the
+    overlap once. That happens only when matplotlib widens a one-point window and the tick table then asks for
+    thousands of ticks; those pictures are drawn tick by tick, as matplotlib does.
+    """
+    if len(ticks) < 2:
+        return False
+    locs = np.sort(np.array([t.get_loc() for t in ticks], dtype=float))
+    low, high = axis.get_view_interval()
+    length = axis.axes.bbox.width if axis.axis_name == "x" else axis.axes.bbox.height
+    px_per_unit = length / abs(high - low) if high != low else np.inf
+    return float(np.diff(locs).min()) * px_per_unit < _MIN_BATCH_SPACING_PX
 
 
 def _tick_lines(template: Line2D, locs: np.ndarray, along_x: bool, broken: bool) -> tuple[np.ndarray, np.ndarray]:
