@@ -48,7 +48,7 @@ class _LRU(OrderedDict):
 
     def put(self, key, value):
         self[key] = value
-        if len(self) > self.maxsize:
+        while len(self) > self.maxsize:
             self.popitem(last=False)
 
 
