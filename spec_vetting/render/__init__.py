@@ -18,9 +18,11 @@ from .fast import render_png
 from .layout import plan
 from .tokens import SIZE_CLASSES, image_tokens, smart_resize
 
-#: bump when the pixels change on purpose (style, layout or matplotlib range); "spec-o3-mpl3.11" names the
-#: trained style and the matplotlib series that reproduces it
-RENDERER_VERSION = "spec-o3-mpl3.11-r1"
+#: bump when the pixels change on purpose (style, layout or matplotlib range) or may change (drawing method);
+#: "spec-o3-mpl3.11" names the trained style and the matplotlib series that reproduces it. r2: batched tick
+#: drawing, cached text rendering and memoised layout (identical on every reference case; bumped because the
+#: drawing method changed)
+RENDERER_VERSION = "spec-o3-mpl3.11-r2"
 
 __all__ = ["RENDERER_VERSION", "SIZE_CLASSES", "image_tokens", "render_spectrum", "smart_resize"]
 
