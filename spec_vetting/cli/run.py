@@ -189,6 +189,9 @@ def run(job_file, example, fresh, progress, **opts):
     except SpecVettingError as exc:
         click.echo(f"error: the run could not finish: {exc}. Rerun the same command to resume.", err=True)
         sys.exit(1)
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: finished shards are kept; rerun the same command to resume.", err=True)
+        sys.exit(1)
     except OSError as exc:  # disk full, permissions changed mid-run ...: what is done is kept
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         click.echo(

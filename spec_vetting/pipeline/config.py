@@ -142,7 +142,8 @@ class JobConfig(_Strict):
     budgets: BudgetConfig = Field(default_factory=BudgetConfig, description="limits per inspection")
     max_inflight_per_endpoint: int = Field(
         8, ge=1,
-        description="in-flight inspections per endpoint over the whole cluster (split evenly over the workers)",
+        description="in-flight inspections per endpoint over the whole cluster (split evenly over the worker "
+        "processes, rounded up: 8 over 3 workers allows 3 each)",
     )
     concurrency: int = Field(
         8, ge=1, description="in-flight inspections per shard for in-process engines (rules, local, scripted)"
