@@ -153,19 +153,20 @@ def test_logprobs_give_p_yes():
 
 
 class ConcurrencyMeter:
-    """A fake-server reply that takes 30 ms and records the most chat requests it served at once."""
+    """A fake-server reply that takes ``delay_s`` and records the most chat requests it served at once."""
 
-    def __init__(self):
+    def __init__(self, delay_s: float = 0.03):
         import threading
 
         self._lock = threading.Lock()
+        self.delay_s = delay_s
         self.now = self.max = 0
 
     def __call__(self, messages, body):
         with self._lock:
             self.now += 1
             self.max = max(self.max, self.now)
-        time.sleep(0.03)
+        time.sleep(self.delay_s)
         with self._lock:
             self.now -= 1
         return spec_o3_reply(messages, body)
@@ -191,7 +192,8 @@ def test_sticky_routing_and_inflight_cap():
 
 
 def test_inflight_cap_single_endpoint():
-    slow_reply = ConcurrencyMeter()
+    # slow enough that the three admitted inspections overlap even on a loaded machine
+    slow_reply = ConcurrencyMeter(delay_s=0.2)
 
     with FakeOpenAIServer(reply=slow_reply) as a:
         results = inspect_many(OpenAIEngine([a.base_url], max_inflight_per_endpoint=3, **FAST),
