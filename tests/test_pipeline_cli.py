@@ -207,7 +207,10 @@ def test_dead_endpoint_among_several_moves_inspections_to_the_others(tmp_path):
     with FakeOpenAIServer(delay_s=0.01) as a, FakeOpenAIServer(delay_s=0.01) as b:
         dead = dead_endpoint()
         r = _run(["run", "--candidates", csv, "--endpoint", a.base_url, "--endpoint", dead, "--endpoint", b.base_url,
-                  "--out", tmp_path / "cat", "--threads", "--workers", "1", "--timeout", "5"], env)
+                  "--out", tmp_path / "cat", "--threads", "--workers", "1", "--timeout", "5",
+                  # one inspection per endpoint at a time: concurrent inspections must spread over both live ones
+                  # (a hash split alone could put all six on one)
+                  "--max-inflight-per-endpoint", "1"], env)
         assert r.returncode == 0, r.stderr[-3000:]
         assert a.chat_requests and b.chat_requests
     rows = read_verdicts(tmp_path / "cat").to_pylist()
