@@ -1,14 +1,19 @@
 """Cheaper matplotlib axes for the fast renderer: the same ticks, computed once per state and drawn in batches.
 
 matplotlib spends most of a picture on its per-tick Python objects: each tick is a grid line, a tick mark and a
-label, each an artist drawn on its own, and the tick positions and labels are recomputed from the locators some
-thirty times per picture (every layout pass, every spine's extent and every label placement asks again). Two
-instance-level replacements cut that without changing what is drawn:
+label, each an artist drawn on its own, and the tick positions, labels and their boxes are recomputed some thirty
+times per picture (every layout pass, every spine's extent, every label and title placement asks again).
+Instance-level replacements on our own figure (matplotlib's classes are left alone) cut that without changing
+what is drawn:
 
-* :func:`memoise_ticks` - an axis's ``_update_ticks`` answers from a memo while nothing it depends on changed (view
-  interval, axes box, locators, dpi); the ticks it returns are the same objects matplotlib would have updated;
+* :func:`memoise_ticks` - an axis's ticks, tick label boxes, label placement and box answer from a memo while
+  nothing they depend on changed (view interval, axes size and position, locators, dpi, renderer);
+* :func:`memoise_spine_extent`, :func:`memoise_title_position` - the same for spine extents and the title;
 * :func:`batch_tick_drawing` - the axis draws all grid lines of one kind as one path and all tick marks of one kind
   as one marker call (same style, transform and clip as the per-tick artists), then the labels as before.
+
+Each memo holds one entry: a hit means the previous computation was for the same state and nothing has run in
+between that could move the objects it positioned, so skipping it leaves them exactly where it would put them.
 
 Batching changes pixels only where two lines of one kind overlap (blended once instead of twice): ticks a few
 pixels apart, which only a window holding a single point produces (matplotlib widens it and the tick table asks
