@@ -7,6 +7,8 @@ import shutil
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pathlib import Path
+
 import pytest
 from astropy.io import fits
 
@@ -61,6 +63,16 @@ def test_csv_relative_paths_and_fields(spectra_dir, tmp_path):
     assert [c.candidate_id for c in load_candidates(str(lst))] == [c.candidate_id for c in cands]
     assert c2.load_spectrum().meta.pipeline_class == "STAR"  # redrock beside the coadd joined
     assert c1.load_spectrum().meta.variant == "lamost-lrs-image"
+
+
+def test_paths_are_absolute_whatever_the_working_folder(spectra_dir, monkeypatch):
+    d, _ = spectra_dir
+    _csv(d / "rel.csv", "candidate_id,path\nc1,lamost/a.fits\n")
+    monkeypatch.chdir(d.parent)
+    for source in (f"{d.name}/rel.csv", f"{d.name}/lamost", f"{d.name}/lamost/*.fits"):
+        paths = [c.path for c in load_candidates(source)]
+        assert paths and all(Path(p).is_absolute() for p in paths), (source, paths)
+    assert load_candidates(f"{d.name}/rel.csv")[0].path == str(d / "lamost" / "a.fits")
 
 
 def test_parquet_and_fits_tables(spectra_dir, tmp_path):

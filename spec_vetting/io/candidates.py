@@ -216,10 +216,11 @@ def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int)
 
 
 def _resolve(path_text: str, base: Path) -> str:
+    """An absolute path: the catalog records it, and exports and reviews re-read spectra from other folders."""
     p = Path(os.path.expanduser(path_text))
     if not p.is_absolute():
         p = base / p
-    return os.path.normpath(str(p))
+    return os.path.abspath(str(p))
 
 
 def fits_stem(path: str | Path) -> str:
@@ -491,12 +492,13 @@ def _specvi_candidates(path: Path) -> list[Candidate]:
 
 def _load_one(source: str | Path) -> list[Candidate]:
     text = str(source)
-    path = Path(os.path.expanduser(text))
+    # absolute paths: the catalog records them, and exports and reviews re-read spectra from other folders
+    path = Path(os.path.abspath(os.path.expanduser(text)))
     if not path.exists() and _GLOB_CHARS.search(text):
         matches = sorted(glob.glob(os.path.expanduser(text), recursive=True))
         files: list[Path] = []
         for m in matches:
-            p = Path(m)
+            p = Path(os.path.abspath(m))
             files.extend(_directory_files(p) if p.is_dir() else [p] if _is_fits_name(p.name) else [])
         if not files:
             raise CandidateListError(text, "the pattern matches no FITS file", hint="check the folder and pattern")
