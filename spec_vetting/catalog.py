@@ -77,7 +77,7 @@ VERDICTS_SCHEMA = _schema(
         _f("renderer_version", pa.string(), "Version id of the spectrum renderer (the pictures the model saw)"),
         _f("survey", pa.string(), "lamost, sdss or desi (null when the spectrum could not be read)"),
         _f("variant", pa.string(), "File layout variant, e.g. lamost-lrs-image, sdss-spec-lite, desi-coadd"),
-        _f("path", pa.string(), "Spectrum file as given in the candidate list"),
+        _f("path", pa.string(), "Spectrum file, absolute (relative list entries resolve against the list's folder)"),
         _f("target", pa.string(), "Target selector inside a multi-target file (DESI TARGETID or row), as text"),
         _f("obsid", pa.int64(), "LAMOST observation id"),
         _f("designation", pa.string(), "LAMOST designation"),
