@@ -27,10 +27,10 @@ from pathlib import Path
 
 from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
-from .inspect.tasks import get_task
+from .inspect.tasks import Task, get_task
 from .inspect.types import ImagePart, Message, TextPart
 from .report.labels import attach_labels
-from .report.run_data import RunData
+from .report.run_data import RunData, run_manifest
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,11 @@ class ExportSummary:
         return "\n".join(lines)
 
 
+def _manifest_tasks(data: RunData) -> dict:
+    tasks = run_manifest(data.root, data.run_id).get("tasks")
+    return tasks if isinstance(tasks, dict) else {}
+
+
 class _Sources:
     """The task as it was asked and the spectrum arrays of a verdict row, from what the catalog points at.
 
@@ -68,9 +73,11 @@ class _Sources:
     same list.
     """
 
-    def __init__(self, read_spectrum=None, tasks_file=None):
+    def __init__(self, read_spectrum=None, tasks_file=None, manifest_tasks: dict | None = None):
         self._read_spectrum = read_spectrum
         self._tasks_file = tasks_file
+        #: task -> {"class_name", "prompt_version", "prompt"} as the run manifest recorded them
+        self._manifest_tasks = manifest_tasks or {}
         self._lists: dict[str, dict] = {}
 
     def _candidate(self, row: dict):
@@ -87,11 +94,22 @@ class _Sources:
                 self._lists[path] = {}
         return self._lists[path].get(row["candidate_id"])
 
+    def _from_manifest(self, row: dict):
+        """The task as the run manifest recorded it, when its prompt has the row's version."""
+        entry = self._manifest_tasks.get(row["task"]) or {}
+        if entry.get("prompt") and entry.get("prompt_version") == row.get("prompt_version"):
+            return Task(key=row["task"], class_name=entry.get("class_name") or row["task"], prompt=entry["prompt"],
+                        version=entry["prompt_version"], source="user")
+        return None
+
     def task(self, row: dict):
         """The Task exactly as asked, or the reason (text) why its prompt cannot be recovered."""
         try:
             task = get_task(row["task"], self._tasks_file)
         except ConfigError:
+            recorded_task = self._from_manifest(row)
+            if recorded_task is not None:
+                return recorded_task
             return (f"task not defined here (a task of the run's tasks file: pass --tasks-file; "
                     f"tasks file used: {self._tasks_file or 'none'})")
         recorded = row.get("prompt_version")
@@ -102,6 +120,9 @@ class _Sources:
             asked = task.with_prompt(cand.prompt)
             if asked.version == recorded:
                 return asked
+        recorded_task = self._from_manifest(row)
+        if recorded_task is not None:
+            return recorded_task
         return "prompt text not recoverable (prompt changed since the run, or its candidate list is gone or changed)"
 
     def arrays(self, row: dict):
@@ -169,7 +190,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     summary = ExportSummary()
-    sources = _Sources(tasks_file=tasks_file)
+    sources = _Sources(tasks_file=tasks_file, manifest_tasks=_manifest_tasks(data))
     records = []
     for row in labelled_rows(data, labels, summary):
         if not confirmed(row):
@@ -238,7 +259,7 @@ def _finite_or_none(value):
 def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None) -> tuple[list[dict], ExportSummary]:
     """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads."""
     summary = ExportSummary()
-    sources = _Sources(read_spectrum, tasks_file)
+    sources = _Sources(read_spectrum, tasks_file, _manifest_tasks(data))
     out = []
     for row in labelled_rows(data, labels, summary):
         if not row.get("path"):

@@ -194,6 +194,24 @@ def test_tasks_of_the_runs_tasks_file_get_their_prompt_back(tmp_path):
     assert summary.written == 0 and "prompt text not recoverable" in next(iter(summary.skipped))
 
 
+def test_prompt_recorded_in_the_manifest_survives_a_lost_or_edited_tasks_file(tmp_path):
+    root, tasks_file, task = _custom_task_catalog(tmp_path, None)
+    manifest = root / "_runs" / "run-1" / "manifest.json"
+    m = json.loads(manifest.read_text())
+    m["tasks"] = {"hotstar": {"class_name": task.class_name, "prompt_version": task.version, "prompt": task.prompt}}
+    manifest.write_text(json.dumps(m))
+    tasks_file.unlink()  # gone: the manifest's copy serves
+    summary = export_sft(read_run(root), tmp_path / "sft")
+    rec = json.loads((tmp_path / "sft" / "spec_vetting_sft.json").read_text())
+    assert summary.written == 1 and rec[0]["conversations"][1]["value"] == "<image>\n" + task.prompt
+    tasks_file.write_text(TASKS_YAML.replace("He II 4686", "He I 4471"))  # edited: the manifest's copy serves
+    rows, _ = verl_rows(read_run(root), tasks_file=tasks_file, read_spectrum=fake_reader)
+    assert rows[0]["prompt"][1]["content"] == "<image>\n" + task.prompt
+    m["tasks"]["hotstar"]["prompt_version"] = "user-000000000000"  # a copy of another version is never used
+    manifest.write_text(json.dumps(m))
+    assert export_sft(read_run(root), tmp_path / "other").written == 0
+
+
 def test_cli_export_uses_the_tasks_file_recorded_in_the_manifest(tmp_path):
     root, tasks_file, _ = _custom_task_catalog(tmp_path, tmp_path / "tasks.yaml")
     res = CliRunner().invoke(main, ["export", "sft", str(root), "-o", str(tmp_path / "o")])

@@ -13,6 +13,7 @@ import pytest
 
 from spec_vetting.catalog import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
 from spec_vetting.errors import ConfigError, SpectrumReadError
+from spec_vetting.inspect.tasks import get_task
 from spec_vetting.pipeline import job_from_dict, runner
 from spec_vetting.pipeline.lock import RootLock, RunLockedError
 from spec_vetting.pipeline.store import RunStore
@@ -140,7 +141,8 @@ def test_run_writes_one_row_per_pair_and_the_traces(tmp_path, fake_candidates):
     m = read_manifest(job.out, out.run_id)
     assert m["status"] == "finished" and m["counts"]["pairs"] == 12 and m["counts"]["shards"] == 3
     assert m["engine"]["engine"] == "scripted" and m["dependencies"]["pyarrow"]
-    assert m["tasks"]["cv"]["prompt_version"]
+    assert m["tasks"]["cv"]["prompt_version"] == get_task("cv").version
+    assert m["tasks"]["cv"]["prompt"] == get_task("cv").prompt  # the text itself, for audits and exports
     log = (RunStore(job.out, out.run_id, out.run_date).log_path).read_text()
     assert " START run " in log and " SUCCESS run " in log
     assert latest_run_id(job.out) == out.run_id and list_runs(job.out)[0]["status"] == "finished"

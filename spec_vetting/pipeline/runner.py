@@ -336,9 +336,10 @@ def run_job(
                 "model": identity.model,
                 "model_info": identity.model_info,
             },
+            # the prompt text itself, so a run can be exported or audited after its tasks file changed
             "tasks": {
-                t: {"class_name": get_task(t, job.tasks_file).class_name, "prompt_version": get_task(t, job.tasks_file).version}
-                for t in plan.tasks
+                t: {"class_name": task.class_name, "prompt_version": task.version, "prompt": task.prompt}
+                for t, task in ((t, get_task(t, job.tasks_file)) for t in plan.tasks)
             },
             "renderer_version": rversion,
             "inputs": manifest.get("inputs") or [describe_input(s) for s in job.candidates],
