@@ -188,3 +188,17 @@ def test_cli_tasks_list_and_show(tmp_path):
     assert res.exit_code == 0 and "**Carbon Star (C-type)**" in res.output and "builtin-" in res.output
     res = CliRunner().invoke(main, ["tasks", "show", "nope"])
     assert res.exit_code == 2 and "unknown task" in res.output
+
+
+def test_unreadable_tasks_files_are_config_errors_naming_the_file(tmp_path):
+    from spec_vetting.errors import ConfigError
+    from spec_vetting.inspect.tasks import load_tasks_file
+
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("tasks: [\n")
+    for path, words in ((binary, "not UTF-8"), (broken, "not valid YAML"), (tmp_path / "missing.yaml", "cannot read")):
+        with pytest.raises(ConfigError, match=words) as info:
+            load_tasks_file(path)
+        assert str(path) in str(info.value)

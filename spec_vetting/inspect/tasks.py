@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..yaml_file import read_yaml_file
 from .prompts import class_name_from_prompt, prompt_version, strip_image_placeholder
 
 BUILTIN_FILE = "builtin_tasks.yaml"
@@ -106,15 +107,7 @@ def _parse_tasks(data: Any, where: str, source: str) -> list[Task]:
 def load_tasks_file(path: str | Path) -> list[Task]:
     """Tasks of a user YAML file; :class:`ConfigError` naming the file and task when it is malformed."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the tasks file ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
-    return _parse_tasks(data, str(path), "user")
+    return _parse_tasks(read_yaml_file(path, "tasks file"), str(path), "user")
 
 
 def dump_tasks_yaml(tasks: list[Task]) -> str:

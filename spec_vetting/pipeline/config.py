@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..yaml_file import read_yaml_file
 
 ENV_PREFIX = "SPEC_VETTING_JOB__"
 ENGINE_NAMES = ("rules", "openai", "local", "scripted")
@@ -267,14 +268,7 @@ def job_from_dict(data: dict, where: str = "job") -> JobConfig:
 def load_job_dict(path: str | os.PathLike) -> dict:
     """The raw mapping of a job file, paths resolved relative to its folder (not validated yet)."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the job file ({exc.strerror or exc})") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from exc
+    data = read_yaml_file(path, "job file")
     if data is None:
         data = {}
     if not isinstance(data, dict):
