@@ -42,6 +42,7 @@ import numpy as np
 from astropy.io import fits
 
 from ..spectrum import Spectrum, SpectrumMeta
+from .synthetic import LAMOST_COEFF1, lamost_grid
 
 LAYOUTS: tuple[str, ...] = (
     "lamost-dr1-image",
@@ -52,11 +53,6 @@ LAYOUTS: tuple[str, ...] = (
     "sdssv-spec",
     "desi-coadd",
 )
-
-# LAMOST LRS: log10 grid starting at 3.5682 with 1e-4 per pixel
-LAMOST_COEFF0 = 3.5682
-LAMOST_COEFF1 = 1e-4
-LAMOST_NPIX = 3909
 
 # SDSS: loglam on integer multiples of 1e-4; legacy ~3800-9200 Å, BOSS ~3600-10400 Å
 SDSS_DLOGLAM = 1e-4
@@ -87,10 +83,6 @@ SPZLINE_LINES = (
 
 # ---------------------------------------------------------------------------------------------------------------
 # grids and resampling
-
-
-def lamost_grid(n_pixels: int = LAMOST_NPIX) -> np.ndarray:
-    return 10.0 ** (LAMOST_COEFF0 + LAMOST_COEFF1 * np.arange(n_pixels))
 
 
 def sdss_grid(flavour: str = "legacy") -> np.ndarray:
