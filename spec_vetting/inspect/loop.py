@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import EndpointUnavailableError, EngineError, SpecVettingError
+from ..errors import EndpointUnavailableError, SpecVettingError
 from ..engines.base import Engine, EngineReply, InspectionContext, Sampling
 from .conversation import assistant_message, build_initial_messages, cut_tool_response, tool_response_message
 from .parsing import has_answer_block, parse_answer, parse_tool_call
@@ -241,9 +241,7 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
                 return done(_error(fresh, exc.kind, f"{exc} (gave up after {result.attempts} attempts)"))
             log.info("rerunning %s from its start after endpoint failure: %s", ctx.candidate_id, exc)
             continue
-        except EngineError as exc:
-            return done(_error(fresh, exc.kind, str(exc)))
-        except SpecVettingError as exc:
+        except SpecVettingError as exc:  # EngineError included: its kind says what failed
             return done(_error(fresh, exc.kind, str(exc)))
         except asyncio.CancelledError:
             raise
