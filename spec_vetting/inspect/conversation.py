@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from .protocol import MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from .protocol import IMAGE_MARKUP, MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
 from .tasks import Task
 from .types import ImagePart, Message, TextPart
 
@@ -44,7 +44,7 @@ def tool_response_message(text: str, image_png: bytes | None = None) -> Message:
     return Message("user", [TextPart(TOOL_RESPONSE_OPEN), ImagePart(image_png), TextPart(text + TOOL_RESPONSE_CLOSE)])
 
 
-def render_text(messages: list[Message], *, image_markup: str = "<|vision_start|><|image_pad|><|vision_end|>",
+def render_text(messages: list[Message], *, image_markup: str = IMAGE_MARKUP,
                 add_generation_prompt: bool = True) -> str:
     """The conversation as a Qwen2.5 chat template re-renders it (protocol 2.8): for logs, tests and debugging."""
     out = []
