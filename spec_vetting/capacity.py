@@ -34,15 +34,17 @@ TOOL_RESPONSE_TEXT_TOKENS = 30
 #: the paper's throughput claim: 0.2 s per spectrum on one 8xH100 server
 PAPER_GPU_SECONDS_PER_SPECTRUM = 1.6
 
-#: typical picture sizes (pixels, tight bbox at dpi 80): the full view and the zoom size classes
-FULL_VIEW_SIZE = (792, 472)
-ZOOM_SIZE = (632, 392)  # 8x5 in class (windows of 200-1000 Å), the most common zoom
+#: the renderer's size classes (view, span) priced by default: a full view of a survey spectrum, and the 8x5 in
+#: class (windows of 200-1000 Å), the most common zoom
+FULL_VIEW_CLASS = ("full", "> 3000")
+ZOOM_CLASS = ("window", "200 - 1000")
 
 
-def image_tokens(width: int, height: int) -> int:
-    from .render import image_tokens as render_image_tokens
+def size_class_tokens(view: str, span: str) -> int:
+    """Image tokens of the typical picture of one of the renderer's size classes."""
+    from .render import SIZE_CLASSES  # imported on use: the render package pulls in matplotlib
 
-    return render_image_tokens(width, height)
+    return next(sc.tokens for sc in SIZE_CLASSES if (sc.view, sc.span) == (view, span))
 
 
 @dataclass
@@ -57,9 +59,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         if not self.full_view_tokens:
-            self.full_view_tokens = image_tokens(*FULL_VIEW_SIZE)
+            self.full_view_tokens = size_class_tokens(*FULL_VIEW_CLASS)
         if not self.zoom_tokens:
-            self.zoom_tokens = image_tokens(*ZOOM_SIZE)
+            self.zoom_tokens = size_class_tokens(*ZOOM_CLASS)
 
     def per_inspection(self) -> dict[str, float]:
         first = SYSTEM_TOKENS + TASK_PROMPT_TOKENS + self.full_view_tokens + 2 * MARKUP_TOKENS_PER_TURN
