@@ -68,8 +68,8 @@ def _unique(path: Path, used: set[Path]) -> Path:
 def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     """Write the example set under ``out_dir``; returns the candidate rows written to candidates.csv."""
     from ..io.specvi import write_specvi_parquet
-    from ..io.synthetic import make_spectrum
-    from ..io.writers import native_grid, write_desi_coadd, write_spectrum
+    from ..io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
+    from ..io.writers import lamost_file_name, native_grid, write_desi_coadd, write_spectrum
 
     out_dir.mkdir(parents=True, exist_ok=True)
     used: set[Path] = set()
@@ -85,10 +85,10 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
             desi_items.append((item, spec))
             continue
         if layout == "lamost-dr1-image":
-            rel = Path("lamost") / f"spec-{ids['lmjd']}-{ids['planid']}_sp{ids['spid']:02d}-{ids['fiberid']:03d}.fits"
+            rel = Path("lamost") / lamost_file_name(ids)
             options = {}
         elif layout == "lamost-image":  # as distributed: gzip-compressed
-            rel = Path("lamost") / f"spec-{ids['lmjd']}-{ids['planid']}_sp{ids['spid']:02d}-{ids['fiberid']:03d}.fits.gz"
+            rel = Path("lamost") / lamost_file_name(ids, ".fits.gz")
             options = {}
         elif layout == "lamost-coadd-table":  # DR10 downloads are named by OBSID
             rel = Path("lamost") / f"{ids['obsid']}.fits"
@@ -131,11 +131,8 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     specvi_rows = []
     for t, task in enumerate(TASK_ORDER):
         for label, kinds in (("YES", "positive"), ("NO", "confuser")):
-            from ..io.synthetic import TASK_CONFUSERS, TASK_POSITIVES
-
             kind = (TASK_POSITIVES if kinds == "positive" else TASK_CONFUSERS)[task][0]
             s = make_spectrum(kind, seed=seed * 100_003 + 50_000 + 2 * t + (label == "NO"))
-            ids = s.meta.ids
             specvi_rows.append(
                 {
                     "task": "cc" if task == "carbon" else task,  # as the published files spell it
@@ -143,7 +140,7 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
                     "wavelength": s.wavelength,
                     "flux": s.flux,
                     "redshift": s.meta.redshift if kind in ("qso", "galaxy") else None,
-                    "name": f"spec-{ids['lmjd']}-{ids['planid']}_sp{ids['spid']:02d}-{ids['fiberid']:03d}.fits.gz",
+                    "name": lamost_file_name(s.meta.ids, ".fits.gz"),
                     "index": len(specvi_rows),
                 }
             )

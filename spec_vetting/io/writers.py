@@ -224,12 +224,17 @@ def _smooth_continuum(flux: np.ndarray, good: np.ndarray, width: int = 101) -> n
 # LAMOST
 
 
+def lamost_file_name(ids: dict, suffix: str = ".fits") -> str:
+    """The survey's file name ``spec-LMJD-PLANID_spSS-FFF.fits`` from LAMOST ids (lmjd, planid, spid, fiberid)."""
+    return f"spec-{ids['lmjd']}-{ids['planid']}_sp{int(ids['spid']):02d}-{int(ids['fiberid']):03d}{suffix}"
+
+
 def _lamost_header(spectrum: Spectrum, path: Path, n: int, release: str) -> fits.Header:
     """Primary header keywords in the order and naming of the real files of ``release`` ("dr1", "dr7", "dr10")."""
     m = spectrum.meta
     ids = _lamost_ids(spectrum)
     ra, dec = _radec(spectrum)
-    name = f"spec-{ids['lmjd']}-{ids['planid']}_sp{int(ids['spid']):02d}-{int(ids['fiberid']):03d}.fits"
+    name = lamost_file_name(ids)
     h = fits.Header()
     h.add_comment("--------FILE INFORMATION")
     h["FILENAME"] = (name, "")
