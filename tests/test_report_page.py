@@ -92,17 +92,28 @@ def test_cli_report_writes_page_for_the_run(tmp_path):
     assert res.exit_code == 1 and "missing" in res.output
 
 
-def test_run_data_reads_the_layout_without_the_catalog_module(tmp_path, monkeypatch):
-    import spec_vetting.report.run_data as run_data
+def test_run_data_finds_the_run_in_the_rows_without_run_records(tmp_path):
+    import shutil
 
     root = _catalog(tmp_path)
-    with_module = read_run(root)
-    monkeypatch.setattr(run_data, "_catalog_module", lambda: None)
+    with_records = read_run(root)
+    shutil.rmtree(root / "_runs")  # no manifest, no LATEST pointer: the newest run in the rows
     bare = read_run(root)
-    assert bare.run_id == with_module.run_id == "run-1"
-    assert sorted(r["candidate_id"] for r in bare.verdicts) == sorted(r["candidate_id"] for r in with_module.verdicts)
-    assert bare.initial_image("ok-1", "cv") == with_module.initial_image("ok-1", "cv") is not None
+    assert bare.run_id == with_records.run_id == "run-1"
+    assert sorted(r["candidate_id"] for r in bare.verdicts) == sorted(r["candidate_id"] for r in with_records.verdicts)
+    assert bare.initial_image("ok-1", "cv") == with_records.initial_image("ok-1", "cv") is not None
     assert [t["turn"] for t in bare.assistant_turns("evil", "cv")] == [0, 1]
+
+
+def test_run_data_without_run_records_takes_the_run_of_the_newest_date(tmp_path):
+    import shutil
+
+    v = [verdict_row("a", "cv", "YES", run_id="z-old", run_date="2026-01-01"),
+         verdict_row("b", "cv", "NO", run_id="a-new", run_date="2026-02-01")]
+    root = write_catalog(tmp_path / "cat", v)
+    shutil.rmtree(root / "_runs")
+    data = read_run(root, with_turns=False)
+    assert data.run_id == "a-new" and [r["candidate_id"] for r in data.verdicts] == ["b"]
 
 
 def test_big_runs_are_split_over_files_that_each_list_every_candidate(tmp_path):
