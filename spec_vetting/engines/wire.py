@@ -3,7 +3,6 @@
 Rules (issue 4, DESIGN decisions 2-5): non-streaming; images as ``image_url`` parts holding
 ``data:image/png;base64,...``; ``model``, ``temperature`` and ``max_tokens`` on every request; **no** ``tools``
 field (the tools block lives in the system text); usage fields a server leaves out are None, not zero.
-Server-specific extras are kept apart in :func:`server_extras`.
 """
 
 from __future__ import annotations
@@ -74,12 +73,6 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
         body["logprobs"] = True
         body["top_logprobs"] = max(int(sampling.top_logprobs), 5)
     return body
-
-
-def server_extras(server_kind: str | None) -> dict[str, Any]:
-    """Body fields a given server understands beyond the OpenAI standard. None needed today; kept as the one
-    place to add them (e.g. SGLang's ``separate_reasoning``) so the standard body above stays clean."""
-    return {}
 
 
 @dataclass
