@@ -29,11 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from spec_vetting.engines.diagnostics import RestSpectrum  # noqa: E402
-from spec_vetting.engines.rules_scoring import GATE_SCORE, decide  # noqa: E402
+from spec_vetting.engines.rules_scoring import CALIBRATION_SEEDS, GATE_SCORE, decide  # noqa: E402
 from spec_vetting.io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")
-CALIBRATION_SEEDS = range(0, 2000)
 TEST_SEEDS = range(100_000, 102_000)
 POSITIVES_PER_TASK = 60
 NEGATIVE_RATIO = 5
