@@ -41,6 +41,8 @@ def test_make_examples_writes_a_loadable_labelled_set(tmp_path):
     variants = {c.load_spectrum().meta.variant for c in cands}
     assert variants == {"lamost-lrs-dr1-image", "lamost-lrs-image", "lamost-lrs-coadd-table", "sdss-spec-lite",
                         "desi-coadd"}  # fmt: skip
+    # listing the folder instead of the csv names the same candidates
+    assert {c.candidate_id for c in load_candidates(out)} == {r["candidate_id"] for r in rows}
     specvi = load_candidates(out / "specvi-synthetic.parquet")
     assert len(specvi) == 10 and {c.task for c in specvi} == {"cv", "carbon", "ss", "gm", "wd"}
     # the same seed gives the same files; a rerun on the same folder replaces the set (make demo twice)

@@ -67,6 +67,7 @@ def _unique(path: Path, used: set[Path]) -> Path:
 
 def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     """Write the example set under ``out_dir``; returns the candidate rows written to candidates.csv."""
+    from ..io.candidates import fits_stem
     from ..io.specvi import write_specvi_parquet
     from ..io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
     from ..io.writers import lamost_file_name, native_grid, write_desi_coadd, write_spectrum
@@ -119,8 +120,8 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
             )
 
     rows.sort(key=lambda r: r["index"])
-    for r in rows:
-        stem = Path(r["path"]).name.split(".")[0]
+    for r in rows:  # the ids load_candidates would give these files, so both ways of listing them agree
+        stem = fits_stem(r["path"])
         r["candidate_id"] = f"{stem}-{r['target']}" if r["target"] != "" else stem
     with open(out_dir / "candidates.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=["candidate_id", "path", "target", "task", "label"])
