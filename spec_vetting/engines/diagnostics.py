@@ -249,18 +249,6 @@ def emission_line_ratio(
     return Measurement(name, float(value), float(value * np.hypot(ea / a, eb / b)), windows=windows)
 
 
-def flux_ratio(rs: RestSpectrum, num: tuple[float, float], den: tuple[float, float], name: str = "ratio") -> Measurement:
-    """Mean flux in ``num`` over mean flux in ``den``."""
-    windows = (num, den)
-    try:
-        a, ea, _ = _window_stats(rs, *num)
-        b, eb, _ = _window_stats(rs, *den)
-        _positive_continuum(b, eb, name)
-    except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=windows)
-    return Measurement(name, float(a / b), float(np.hypot(ea / b, a * eb / b**2)), windows=windows)
-
-
 def continuum_slope(
     rs: RestSpectrum, blue: tuple[float, float], red: tuple[float, float], name: str = "slope"
 ) -> Measurement:
