@@ -28,8 +28,8 @@ from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
-from .plan import Plan, WorkItem, build_plan, make_shards, plan_digest
-from .shard import ShardSpec, build_engine, renderer_version, run_shard
+from .plan import Plan, build_plan, make_shards, plan_digest
+from .shard import ShardSpec, build_engine, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
@@ -119,12 +119,6 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
         raise
     except Exception as exc:
         raise RunFailedError(f"the {name} engine could not start: {exc}. Check the endpoints and rerun") from exc
-
-
-def _prompt_version(item: WorkItem, tasks_file: str | None, cache: dict) -> str:
-    from .shard import _task_for
-
-    return _task_for(item, tasks_file, cache).version
 
 
 def _identity_key(engine: str | None, engine_version: str | None, model: str | None) -> tuple:
@@ -287,7 +281,7 @@ def run_job(
             "renderer_version": rversion,
             "shard_size": shard_size,
             "incremental": job.incremental,
-            "prompts": sorted({(i.task, _prompt_version(i, job.tasks_file, task_cache)) for i in plan.items}),
+            "prompts": sorted({(i.task, task_for(i, job.tasks_file, task_cache).version) for i in plan.items}),
         }
         digest = plan_digest(plan.items, settings)
         run_id, run_date, previous = choose_run(root, job, digest, fresh)
@@ -302,7 +296,7 @@ def run_job(
                 vetted = already_vetted(root, identity, exclude_run=run_id)
                 skips = {
                     i.key for i in items
-                    if (*i.key, _prompt_version(i, job.tasks_file, task_cache)) in vetted
+                    if (*i.key, task_for(i, job.tasks_file, task_cache).version) in vetted
                 }
                 store.write_incremental_skips(skips)
             keep = [i for i in items if i.key not in skips]

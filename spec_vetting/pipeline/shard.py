@@ -82,13 +82,14 @@ def renderer_version() -> str | None:
     return RENDERER_VERSION
 
 
-def _task_for(item: WorkItem, tasks_file: str | None, cache: dict):
+def task_for(item: WorkItem, tasks_file: str | None, cache: dict):
+    """The task as this pair is asked (a SpecVI-Bench row's own prompt included), cached by (task, prompt)."""
     from ..inspect.tasks import get_task
 
-    key = (item.task, getattr(item.candidate, "prompt", None))
+    prompt = getattr(item.candidate, "prompt", None)
+    key = (item.task, prompt)
     if key not in cache:
         task = get_task(item.task, tasks_file)
-        prompt = getattr(item.candidate, "prompt", None)
         if prompt:
             task = task.with_prompt(prompt)  # SpecVI-Bench rows carry their exact training prompt
         cache[key] = task
@@ -146,7 +147,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         z = None
         try:
             async with sem:
-                task = _task_for(item, spec.tasks_file, tasks_cache)
+                task = task_for(item, spec.tasks_file, tasks_cache)
                 try:
                     spectrum = await load(cand)
                 except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
