@@ -129,6 +129,14 @@ def test_directory_lists_every_file_and_desi_targets(spectra_dir, tmp_path):
     assert [c.target for c in load_candidates(d / "desi" / "coadd-sv3-dark-1.fits")] == tids
 
 
+def test_a_redrock_file_named_on_its_own_is_one_candidate_that_fails_when_read(spectra_dir):
+    d, _ = spectra_dir
+    (cand,) = load_candidates(d / "desi" / "redrock-sv3-dark-1.fits")
+    assert cand.candidate_id == "redrock-sv3-dark-1" and cand.target is None
+    with pytest.raises(SpectrumReadError, match="redshift catalogue"):
+        cand.load_spectrum()
+
+
 def test_corrupt_file_in_a_directory_is_still_one_candidate(spectra_dir, tmp_path):
     d, _ = spectra_dir
     shutil.copy(d / "lamost" / "a.fits", tmp_path / "good.fits")

@@ -419,22 +419,23 @@ def _file_candidates(path: Path, *, in_listing: bool) -> list[Candidate]:
     # LAMOST and SDSS files say who they are in the first header cards: one candidate, no further reading
     if _primary_telescope(path) in ("LAMOST", "SDSS 2.5-M"):
         return single
-    from .reader import list_targets, sniff_layout
+    from .fits_open import open_fits
+    from .redrock import RedrockCatalogue
+    from .registry import identify_reader
 
     try:
-        layout = sniff_layout(spath)
-        if layout in ("desi-redrock", "desi-zbest"):
-            if in_listing:
-                log.info("%s: DESI redshift file, not a spectrum; skipped in the listing", spath)
-                return []
-            return single  # asked for explicitly: it will fail per candidate with the reader's message
-        if not layout.startswith("desi"):
-            return single
-        targets = list_targets(spath)
+        with open_fits(spath) as f:  # one open for the layout and the targets
+            reader = identify_reader(f)
+            if isinstance(reader, RedrockCatalogue):
+                if in_listing:
+                    log.info("%s: DESI redshift file, not a spectrum; skipped in the listing", spath)
+                    return []
+                return single  # asked for explicitly: it will fail per candidate with the reader's message
+            if not reader.multi_target:
+                return single
+            targets = reader.targets(f)
     except SpectrumReadError as exc:
         log.info("%s: listed as one candidate although it cannot be read (%s)", spath, exc)
-        return single
-    if targets == [None]:
         return single
     return [
         Candidate(candidate_id=_default_id(spath, t), path=spath, target=t, source=f"{spath} (target {t})")
