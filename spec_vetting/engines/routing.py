@@ -13,7 +13,7 @@ import asyncio
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import httpx
 
@@ -52,7 +52,6 @@ class EndpointState:
     in_flight: int = 0
     served: int = 0
     failures: int = 0
-    info: dict = field(default_factory=dict)
 
 
 async def probe_health(client: httpx.AsyncClient, base_url: str, *, headers: dict | None = None,
