@@ -391,20 +391,21 @@ def _primary_telescope(path: Path) -> str | None:
     """TELESCOP of the primary header, read from the first header blocks only (gzip-aware); None if absent."""
     import gzip
 
+    from .fits_open import BLOCK, CARD, GZIP_MAGIC, card_value
+
     try:
         with open(path, "rb") as raw:
-            magic = raw.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
+            magic = raw.read(len(GZIP_MAGIC))
+        opener = gzip.open if magic == GZIP_MAGIC else open
         with opener(path, "rb") as fh:
             for _ in range(36):  # up to 36 blocks = 1296 cards
-                block = fh.read(2880)
-                if len(block) < 2880:
+                block = fh.read(BLOCK)
+                if len(block) < BLOCK:
                     return None
-                for k in range(0, 2880, 80):
-                    card = block[k : k + 80]
+                for k in range(0, BLOCK, CARD):
+                    card = block[k : k + CARD]
                     if card.startswith(b"TELESCOP="):
-                        value = card[10:].split(b"/")[0].strip().strip(b"'").strip()
-                        return value.decode("ascii", "replace")
+                        return card_value(card).strip("'").strip()
                     if card.startswith(b"END") and card[3:].strip() == b"":
                         return None
     except (OSError, EOFError, zlib.error):  # corrupt gzip: listed anyway, it fails later with the reader's message

@@ -53,7 +53,8 @@ def _describe_start(head: bytes) -> str:
     return f"it starts with {head[:16]!r}"
 
 
-def _header_value(card: bytes) -> str:
+def card_value(card: bytes) -> str:
+    """The value text of an 80-byte ``KEY     = value / comment`` card (quotes of strings kept)."""
     value = card[10:].split(b"/", 1)[0]
     return value.decode("ascii", "replace").strip()
 
@@ -97,7 +98,7 @@ def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int |
                     ended = True
                     break
                 if card[8:10] == b"= " and key not in cards:
-                    cards[key] = _header_value(card)
+                    cards[key] = card_value(card)
         try:
             bitpix = abs(int(cards.get(b"BITPIX", "8")))
             naxis = int(cards.get(b"NAXIS", "0"))
