@@ -308,6 +308,17 @@ def _smooth(y: np.ndarray, n: int) -> np.ndarray:
     return np.convolve(np.pad(y, n // 2, mode="edge"), kernel, mode="valid")[: y.size]
 
 
+def _smoothed_profile(
+    rs: RestSpectrum, center: float, half: float, conts: tuple[tuple[float, float], ...], smooth_a: float
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """The normalised profile boxcar-smoothed over ``smooth_a`` Å: (wavelength, smoothed ``F/C - 1``, pixel size
+    in Å, 1-sigma noise of the smoothed profile)."""
+    wl, y, ey = _normalised_profile(rs, center, half, conts)
+    pix = float(np.median(np.diff(wl)))
+    n = max(1, int(round(smooth_a / pix)))
+    return wl, _smooth(y, n), pix, float(np.median(ey)) / np.sqrt(n)
+
+
 def line_fwhm(
     rs: RestSpectrum,
     center: float,
@@ -327,18 +338,14 @@ def line_fwhm(
     """
     windows = ((center - half, center + half), *conts)
     try:
-        wl, y, ey = _normalised_profile(rs, center, half, conts)
-        if not emission:
-            y = -y
-        pix = float(np.median(np.diff(wl)))
-        n = max(1, int(round(smooth_a / pix)))
-        ys = _smooth(y, n)
+        wl, ys, pix, noise = _smoothed_profile(rs, center, half, conts, smooth_a)
+        if not emission:  # an absorption trough is measured as a peak of the inverted profile
+            ys = -ys
         core = np.abs(wl - center) <= max(4.0, 0.15 * half)
         if not core.any():
             raise NotMeasurable(f"not a single good pixel near {center:.0f} Å")
         k = int(np.flatnonzero(core)[np.argmax(ys[core])])
         peak = ys[k]
-        noise = float(np.median(ey)) / np.sqrt(n)
         if peak < min_peak_snr * noise:
             kind = "emission" if emission else "absorption"
             raise NotMeasurable(f"without significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
@@ -379,11 +386,7 @@ def double_peak_separation(
     """
     windows = ((center - half, center + half), *conts)
     try:
-        wl, y, ey = _normalised_profile(rs, center, half, conts)
-        pix = float(np.median(np.diff(wl)))
-        n = max(1, int(round(smooth_a / pix)))
-        ys = _smooth(y, n)
-        noise = float(np.median(ey)) / np.sqrt(n)
+        wl, ys, pix, noise = _smoothed_profile(rs, center, half, conts, smooth_a)
         if ys.max() < 4.0 * noise:
             raise NotMeasurable(f"without significant emission at {center:.0f} Å")
         blue = wl < center
