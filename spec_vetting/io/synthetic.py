@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..spectrum import Spectrum, SpectrumMeta
+from .build import median_snr
 
 #: bump when a generator changes what it draws for a given seed (examples and caches key on it)
 SYNTHETIC_VERSION = "1"
@@ -547,13 +548,6 @@ def _designation(ra: float, dec: float) -> str:
     return f"LAMOST J{hh:02d}{mm:02d}{ss:05.2f}{sign}{dd:02d}{dm:02d}{ds:04.1f}"
 
 
-def _median_snr(flux: np.ndarray, ivar: np.ndarray, sel: np.ndarray) -> float:
-    sel = sel & (ivar > 0)
-    if not sel.any():
-        return 0.0
-    return float(np.median(flux[sel] * np.sqrt(ivar[sel])))
-
-
 def make_spectrum(
     kind: str,
     *,
@@ -618,7 +612,8 @@ def make_spectrum(
     z_err = 1e-5 if kind not in ("qso", "galaxy") else 1e-4
     z_pipe = z if redshift is not None else z + float(rng.normal(0, z_err))
     bands = {"u": (3700, 4000), "g": (4000, 5500), "r": (5500, 7000), "i": (7000, 8500), "z": (8500, 9200)}
-    snr_bands = {b: _median_snr(flux, ivar, (wave >= a) & (wave < c)) for b, (a, c) in bands.items()}
+    # 0.0 for a band the grid does not cover: the LAMOST header keywords need a number
+    snr_bands = {b: median_snr(flux, ivar, mask | (wave < a) | (wave >= c)) or 0.0 for b, (a, c) in bands.items()}
     lmjd = 56000 + key % 4000
     meta = SpectrumMeta(
         survey="lamost",
@@ -639,7 +634,7 @@ def make_spectrum(
         pipeline_subclass=psub,
         redshift=z_pipe,
         redshift_err=z_err,
-        snr=_median_snr(flux, ivar, np.ones(wave.size, dtype=bool)),
+        snr=median_snr(flux, ivar, mask) or 0.0,
         snr_bands=snr_bands,
     )
     return Spectrum(wavelength=wave.copy(), flux=flux, ivar=ivar, mask=mask, flux_unit="", meta=meta)
