@@ -105,14 +105,12 @@ def _overrides(opts: dict) -> dict:
 
 
 def build_job(job_file: str | None, opts: dict):
-    from ..pipeline.config import apply_env_overrides, job_from_dict, load_job, _set_path
+    from ..pipeline.config import job_from_dict, load_job, with_overrides
 
     overrides = _overrides(opts)
     if job_file:
         return load_job(job_file, overrides)
-    data: dict = apply_env_overrides({})
-    for dotted, value in overrides.items():
-        _set_path(data, dotted.split("."), value)
+    data = with_overrides({}, overrides)
     missing = [flag for key, flag in (("candidates", "--candidates PATH"), ("out", "--out ROOT")) if key not in data]
     if missing:
         raise ConfigError(

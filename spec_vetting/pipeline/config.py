@@ -276,12 +276,17 @@ def load_job_dict(path: str | os.PathLike) -> dict:
     return _resolve_paths(data, path.resolve().parent)
 
 
-def load_job(path: str | os.PathLike, overrides: dict | None = None, environ: dict[str, str] | None = None) -> JobConfig:
-    """A job file, then environment overrides, then ``overrides`` (command-line options), validated."""
-    data = apply_env_overrides(load_job_dict(path), environ)
+def with_overrides(data: dict, overrides: dict | None = None, environ: dict[str, str] | None = None) -> dict:
+    """``data`` with the environment overrides, then ``overrides`` (dotted field -> value, from options) set."""
+    data = apply_env_overrides(data, environ)
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted.split("."), value)
-    return job_from_dict(data, str(path))
+    return data
+
+
+def load_job(path: str | os.PathLike, overrides: dict | None = None, environ: dict[str, str] | None = None) -> JobConfig:
+    """A job file, then environment overrides, then ``overrides`` (command-line options), validated."""
+    return job_from_dict(with_overrides(load_job_dict(path), overrides, environ), str(path))
 
 
 def example_job_text() -> str:
