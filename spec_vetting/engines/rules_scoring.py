@@ -216,7 +216,7 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
     """Mean ZrO band depth (6474 and 5551 weigh 1, 4640 weighs 0.5) above 0.08, ×10; a cool (red) continuum.
 
     Hot stars' Hα wings depress 6478-6520 Å a little, so a blue continuum (α < 1) costs up to 1.5; C2 bands
-    (a carbon star, not an S star) cost 4 per unit depth above 0.1.
+    (a carbon star, not an S star) cost 4 per 0.1 of depth above 0.1.
     """
     if (abstain := _abstain_unless_any(m, ("zro_6474", "zro_5551"), 0.08, "the ZrO bands")) is not None:
         return abstain
