@@ -354,11 +354,16 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
     key = fs.task
     measurements = fs.measure(rs)
 
+    # both read ``measurements`` when called: a gate below rebinds it to add the measurements it cites
     def verdict_of(score: float, justification: str, cited: list[str]) -> Decision:
         p = p_yes_from_score(key, score)
         verdict = "YES" if p >= 0.5 else "NO"
         return Decision(key, fs.class_name, verdict, score, p, None, justification, measurements, cited,
                         rs.redshift, redshift_known)
+
+    def no_verdict(reason: str, cited: list[str]) -> Decision:
+        return Decision(key, fs.class_name, None, None, None, reason, "", measurements, cited, rs.redshift,
+                        redshift_known)
 
     if redshift_known and rs.redshift > STELLAR_Z_MAX:
         return verdict_of(
@@ -384,11 +389,9 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
             reason = (f"the redshift is unknown and {line.describe()}: most likely a galaxy or QSO at some redshift, "
                       f"where the {fs.class_name.lower()} diagnostics would be read at the wrong wavelengths; give "
                       "the survey redshift (a DESI redrock file, or --redshift) to decide")
-            return Decision(key, fs.class_name, None, None, None, reason, "", measurements, ["unexplained_emission"],
-                            rs.redshift, redshift_known)
+            return no_verdict(reason, ["unexplained_emission"])
     ts = SCORERS[key](measurements)
     if ts.score is None:
-        return Decision(key, fs.class_name, None, None, None, ts.abstain_reason, "", measurements, [],
-                        rs.redshift, redshift_known)
+        return no_verdict(ts.abstain_reason, [])
     p = p_yes_from_score(key, ts.score)
     return verdict_of(ts.score, ts.yes_text if p >= 0.5 else ts.no_text, ts.cited)
