@@ -47,8 +47,12 @@ class RunStore:
     def marker(self, shard_id: str) -> Path:
         return self.shards_dir / f"{shard_id}.done"
 
+    def date_dir(self, table: str) -> Path:
+        """The run's date partition of ``table`` (verdicts or turns)."""
+        return self.root / table / f"run_date={self.run_date}"
+
     def partition(self, table: str, task: str) -> Path:
-        return self.root / table / f"run_date={self.run_date}" / f"task={task}"
+        return self.date_dir(table) / f"task={task}"
 
     def part_name(self, shard_id: str) -> str:
         return f"part-{self.run_id}-{shard_id}.parquet"
@@ -91,7 +95,7 @@ class RunStore:
         n = 0
         prefix = f"part-{self.run_id}-"
         for table in ("verdicts", "turns"):
-            base = self.root / table / f"run_date={self.run_date}"
+            base = self.date_dir(table)
             if not base.is_dir():
                 continue
             for p in base.glob(f"task=*/{prefix}*.parquet"):
@@ -104,7 +108,7 @@ class RunStore:
         """Delete temporary files a killed run left behind (only this run's). Returns how many."""
         n = 0
         for table in ("verdicts", "turns"):
-            base = self.root / table / f"run_date={self.run_date}"
+            base = self.date_dir(table)
             if base.is_dir():
                 for p in base.glob(f"task=*/_tmp-*-part-{self.run_id}-*"):
                     p.unlink(missing_ok=True)
