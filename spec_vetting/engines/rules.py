@@ -35,12 +35,12 @@ RULES_VERSION = "1.1"
 #: at most this many zooms before answering (the trained budget is 8 assistant turns; keep room to answer)
 MAX_ZOOMS = 4
 
-_NO_WORD = re.compile(r"\b(no|yes)\b", re.IGNORECASE)
+_VERDICT_WORD = re.compile(r"\b(no|yes)\b", re.IGNORECASE)
 
 
 def _without_verdict_words(text: str) -> str:
     """Abstain texts must not contain YES/NO: the protocol's fallbacks would read a verdict out of them."""
-    return _NO_WORD.sub(lambda m: "zero" if m.group(0).lower() == "no" else "affirmative", text)
+    return _VERDICT_WORD.sub(lambda m: "zero" if m.group(0).lower() == "no" else "affirmative", text)
 
 
 @dataclass
