@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
+from typing import get_args
 
 from .confidence import Calibration, calibration
+from .inspect.types import Verdict
 from .report.labels import canonical_task
 
-VERDICT_COLUMNS = ("YES", "NO", "UNDECIDED", "ERROR")
+#: every verdict word, in the order tables show them
+VERDICT_COLUMNS: tuple[str, ...] = get_args(Verdict)
 
 ABSTAIN_NOTE = (
     "UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, "

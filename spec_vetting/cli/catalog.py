@@ -30,6 +30,7 @@ def _check_root(root: str) -> None:
 def summary(root: str, as_json: bool) -> None:
     """Runs under ROOT with counts by task and verdict, and errors by kind."""
     from ..catalog import summarize_catalog
+    from ..evaluate import VERDICT_COLUMNS
 
     _check_root(root)
     s = summarize_catalog(root)
@@ -45,7 +46,7 @@ def summary(root: str, as_json: bool) -> None:
             f"engine {r.get('engine') or '?'}  model {model}{latest}"
         )
         for task, counts in sorted(r["verdicts"].items()):
-            parts = "  ".join(f"{v} {counts[v]}" for v in ("YES", "NO", "UNDECIDED", "ERROR") if counts.get(v))
+            parts = "  ".join(f"{v} {counts[v]}" for v in VERDICT_COLUMNS if counts.get(v))
             click.echo(f"  {task:<10} {sum(counts.values()):>7}  {parts}")
         if r["errors_by_kind"]:
             click.echo("  errors: " + ", ".join(f"{k} {n}" for k, n in sorted(r["errors_by_kind"].items())))

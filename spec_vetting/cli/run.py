@@ -121,10 +121,12 @@ def build_job(job_file: str | None, opts: dict):
 
 
 def format_summary(outcome) -> str:
+    from ..evaluate import VERDICT_COLUMNS
+
     s = outcome.summary
     lines = [f"run {outcome.run_id} ({outcome.status}{', resumed' if outcome.resumed else ''})"]
     for task, counts in s.get("verdicts_by_task", {}).items():
-        parts = ", ".join(f"{v} {counts[v]}" for v in ("YES", "NO", "UNDECIDED", "ERROR") if counts.get(v))
+        parts = ", ".join(f"{v} {counts[v]}" for v in VERDICT_COLUMNS if counts.get(v))
         lines.append(f"  {task:<10} {sum(counts.values()):>6}  {parts}")
     errors = s.get("errors_by_kind") or {}
     lines.append("  errors: " + (", ".join(f"{k} {n}" for k, n in errors.items()) if errors else "none"))
