@@ -230,6 +230,20 @@ def test_plan_task_semantics_and_shard_ids_are_deterministic():
         make_shards(plan.items, 0)
 
 
+def test_plan_resolves_each_task_key_once():
+    # resolving may parse the tasks file: once per distinct key, not once per candidate row
+    asked = []
+
+    def resolve(key):
+        asked.append(key)
+        return _resolve(key)
+
+    cands = [C(f"r{i}", ("cc", "ss")[i % 2]) for i in range(50)] + [C("none")]
+    plan = build_plan(cands, ["carbon", "ss"], resolve)
+    assert len(plan.items) == 52
+    assert sorted(asked) == ["carbon", "cc", "ss"]
+
+
 # --- command-line options, configuration checks, summary -------------------------------------------------------
 
 

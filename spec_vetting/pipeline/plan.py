@@ -10,6 +10,7 @@ runs every task of the run's list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
@@ -50,9 +51,11 @@ class Plan:
 def build_plan(candidates: list, run_tasks: list[str], resolve_task) -> Plan:
     """Expand candidates into work items.
 
-    ``resolve_task(key) -> canonical key`` raises :class:`ConfigError` for unknown tasks. Duplicated
+    ``resolve_task(key) -> canonical key`` raises :class:`ConfigError` for unknown tasks; it is asked once per
+    distinct key (with a tasks file it parses that file, too slow to repeat for every candidate row). Duplicated
     (candidate_id, task) pairs are a configuration error: the catalog promises one row per pair and run.
     """
+    resolve_task = functools.cache(resolve_task)
     wanted = [resolve_task(t) for t in run_tasks]
     wanted = list(dict.fromkeys(wanted))
     items: list[WorkItem] = []
