@@ -79,6 +79,7 @@ class _Sources:
         #: task -> {"class_name", "prompt_version", "prompt"} as the run manifest recorded them
         self._manifest_tasks = manifest_tasks or {}
         self._lists: dict[str, dict] = {}
+        self._tasks: dict[str, Task | None] = {}
 
     def _candidate(self, row: dict):
         path = row.get("path")
@@ -102,11 +103,19 @@ class _Sources:
                         version=entry["prompt_version"], source="user")
         return None
 
+    def _defined_task(self, key: str) -> Task | None:
+        """The task as defined here (built in or in the tasks file), None when unknown; parsed once per key."""
+        if key not in self._tasks:
+            try:
+                self._tasks[key] = get_task(key, self._tasks_file)
+            except ConfigError:
+                self._tasks[key] = None
+        return self._tasks[key]
+
     def task(self, row: dict):
         """The Task exactly as asked, or the reason (text) why its prompt cannot be recovered."""
-        try:
-            task = get_task(row["task"], self._tasks_file)
-        except ConfigError:
+        task = self._defined_task(row["task"])
+        if task is None:
             recorded_task = self._from_manifest(row)
             if recorded_task is not None:
                 return recorded_task

@@ -229,3 +229,24 @@ def test_cli_export_tasks_file_problems_are_clear(tmp_path):
     res = CliRunner().invoke(main, ["export", "verl", str(root), "-o", str(tmp_path / "x.parquet"),
                                     "--tasks-file", str(bad)])
     assert res.exit_code == 1 and "bad.yaml" in res.output and "Traceback" not in res.output
+
+
+def test_task_of_each_key_is_looked_up_once(monkeypatch):
+    # get_task parses the tasks file on every call: an export of many rows must not repeat it per row
+    import spec_vetting.export as export_module
+
+    calls = []
+
+    def counting_get_task(key, tasks_file=None):
+        calls.append(key)
+        return get_task(key, tasks_file)
+
+    monkeypatch.setattr(export_module, "get_task", counting_get_task)
+    sources = export_module._Sources()
+    version = get_task("cv").version
+    rows = [{"task": t, "candidate_id": f"c{i}", "prompt_version": version if t == "cv" else None}
+            for i, t in enumerate(["cv", "cv", "cv", "nope", "nope"])]
+    results = [sources.task(r) for r in rows]
+    assert [r.key for r in results[:3]] == ["cv"] * 3
+    assert all(isinstance(r, str) and "task not defined here" in r for r in results[3:])
+    assert sorted(calls) == ["cv", "nope"]
