@@ -19,6 +19,8 @@ from ..spectrum import Spectrum
 from . import desi, lamost, redrock, sdss  # noqa: F401 - importing registers the readers
 from .fits_open import open_fits
 from .registry import OnSkip, Reader, identify_reader
+from .redrock import find_redrock_file
+from .target_cache import TARGETS
 
 
 def _check_redrock_option(reader: Reader, path: str, redrock: Any) -> None:
@@ -43,9 +45,30 @@ def read_spectrum(path: str | os.PathLike, target: Any = None, *, redrock: str |
         if target is not None and not reader.multi_target:
             raise SpectrumReadError(path, f"a target ({target!r}) was given but this {reader.variant} file holds "
                                     "a single spectrum", target=target, hint="leave the target empty")
-        if reader.survey == "desi":
-            return reader.read(f, target, redrock=redrock)
-        return reader.read(f, target)
+        if reader.survey != "desi":
+            return reader.read(f, target)
+        if target is not None:
+            cached = TARGETS.get(
+                TARGETS.file_key(path, redrock, backend, _redrock_stamp(path, redrock)), target,
+                lambda: list(reader.iter_spectra(f, on_skip=lambda _skipped: None, redrock=redrock)),
+            )
+            if cached is not None:
+                return cached
+        return reader.read(f, target, redrock=redrock)
+
+
+def _redrock_stamp(path: str, redrock: Any) -> Any:
+    """What identifies the redrock file joined to ``path`` (a new redrock file must not be served stale)."""
+    if redrock is False:
+        return None
+    rr = redrock if redrock not in (None, True) else find_redrock_file(path)
+    if rr is None:
+        return None
+    try:
+        st = os.stat(rr)
+    except OSError:
+        return str(rr)
+    return (os.path.realpath(rr), st.st_size, st.st_mtime_ns)
 
 
 def iter_spectra(path: str | os.PathLike, *, on_skip: OnSkip | None = None,
