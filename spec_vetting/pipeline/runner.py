@@ -13,7 +13,6 @@ import datetime as dt
 import logging
 import math
 import os
-import signal
 import sys
 import time
 import uuid
@@ -33,9 +32,6 @@ from .shard import ShardSpec, build_engine, renderer_version, run_shard, task_fo
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
-
-#: test hook: the run process SIGKILLs itself after this many shards are done (to test resume after kill -9)
-KILL_AFTER_ENV = "SPEC_VETTING_TEST_KILL_AFTER_SHARDS"
 
 
 class RunFailedError(SpecVettingError):
@@ -411,7 +407,6 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
 
     from .cluster import dask_client
 
-    kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
     failures: list[str] = []
     with dask_client(job.cluster, len(pending)) as (client, n_workers):
         if job.cluster.dashboard and client.dashboard_link:
@@ -457,7 +452,6 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
             )
             futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False))
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending)}
-        n_finished = 0
         bar = _progress(total_items, done_items, progress)
         try:
             for fut in as_completed(futures):
@@ -471,10 +465,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                     continue
                 finally:
                     fut.release()
-                n_finished += 1
                 bar.update(sizes[fut.key])
-                if kill_after and n_finished >= kill_after:
-                    os.kill(os.getpid(), signal.SIGKILL)
         finally:
             bar.close()
     return failures
