@@ -202,3 +202,22 @@ def test_unreadable_tasks_files_are_config_errors_naming_the_file(tmp_path):
         with pytest.raises(ConfigError, match=words) as info:
             load_tasks_file(path)
         assert str(path) in str(info.value)
+
+
+def test_tasks_file_is_parsed_once_per_version(tmp_path, monkeypatch):
+    import os
+
+    from spec_vetting.inspect import tasks as tasks_module
+
+    path = tmp_path / "t.yaml"
+    path.write_text("tasks:\n  - key: hot\n    class_name: O/B star\n    prompt: 'Analyze the provided spectrum to "
+                    "determine if it is an **O/B star**.'\n")
+    reads = []
+    real = tasks_module.read_yaml_file
+    monkeypatch.setattr(tasks_module, "read_yaml_file", lambda *a: reads.append(a) or real(*a))
+    first = [tasks_module.get_task("hot", path) for _ in range(5)]
+    assert len(reads) == 1 and all(t == first[0] for t in first)
+    path.write_text(path.read_text().replace("O/B star", "hot star"))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit is always read again
+    assert tasks_module.get_task("hot", path).class_name == "hot star" and len(reads) == 2

@@ -22,7 +22,8 @@ SYSTEM_PREAMBLE = "You are a helpful assistant."
 
 #: The whole system text: the default system sentence followed by the standard Qwen2.5 tools block.
 SYSTEM_TEXT = (
-    "You are a helpful assistant.\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
+    SYSTEM_PREAMBLE
+    + "\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
     "\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
     + TOOL_LINE
     + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "

@@ -105,9 +105,30 @@ def _parse_tasks(data: Any, where: str, source: str) -> list[Task]:
 
 
 def load_tasks_file(path: str | Path) -> list[Task]:
-    """Tasks of a user YAML file; :class:`ConfigError` naming the file and task when it is malformed."""
+    """Tasks of a user YAML file; :class:`ConfigError` naming the file and task when it is malformed.
+
+    Parsed once per version of the file (path, size, modification time): planning and exports ask for tasks row by
+    row, and an edited file is read again.
+    """
     path = Path(path)
-    return _parse_tasks(read_yaml_file(path, "tasks file"), str(path), "user")
+    try:
+        st = path.stat()
+        stamp = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        stamp = None  # unreadable: read_yaml_file raises the message
+    if stamp is not None and stamp in _TASK_FILES:
+        return list(_TASK_FILES[stamp])
+    tasks = _parse_tasks(read_yaml_file(path, "tasks file"), str(path), "user")
+    if stamp is not None:
+        if len(_TASK_FILES) >= _MAX_TASK_FILES:
+            _TASK_FILES.pop(next(iter(_TASK_FILES)))
+        _TASK_FILES[stamp] = tuple(tasks)
+    return tasks
+
+
+#: parsed tasks files by (path, size, mtime); a handful of files at most per process
+_TASK_FILES: dict[tuple, tuple[Task, ...]] = {}
+_MAX_TASK_FILES = 8
 
 
 def dump_tasks_yaml(tasks: list[Task]) -> str:
