@@ -100,10 +100,8 @@ class _Stop(Exception):
 def _renderer_version(renderer: Renderer | None) -> str | None:
     if renderer is not None:  # an injected renderer (tests, experiments) is not the versioned Spec-o3 one
         return getattr(renderer, "version", None)
-    try:
-        from ..render import RENDERER_VERSION
-    except ImportError:
-        return None
+    from ..render import RENDERER_VERSION
+
     return RENDERER_VERSION
 
 

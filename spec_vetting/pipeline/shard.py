@@ -76,11 +76,9 @@ def build_engine(name: str, options: dict[str, Any]) -> Engine:
     return create_engine(name, **options)
 
 
-def renderer_version() -> str | None:
-    try:
-        from ..render import RENDERER_VERSION
-    except ImportError:  # pragma: no cover - renderer not installed in a partial checkout
-        return None
+def renderer_version() -> str:
+    from ..render import RENDERER_VERSION  # here, not at import: matplotlib loads only where shards run
+
     return RENDERER_VERSION
 
 
