@@ -45,3 +45,11 @@ def reference_dir() -> Path:
 def manifest(real_dir) -> list[dict]:
     with open(real_dir / "MANIFEST.csv", newline="") as fh:
         return list(csv.DictReader(fh))
+
+
+@pytest.fixture
+def no_job_env(monkeypatch):
+    """No SPEC_VETTING_JOB__* overrides from the caller's environment leak into a job built by a test."""
+    for name in list(os.environ):
+        if name.startswith("SPEC_VETTING_JOB__"):
+            monkeypatch.delenv(name)

@@ -221,14 +221,11 @@ def test_dead_endpoint_among_several_moves_inspections_to_the_others(tmp_path):
     shutil.rmtree(tmp_path / "examples")
 
 
-def test_configuration_errors_exit_2_without_a_traceback(tmp_path, monkeypatch):
+def test_configuration_errors_exit_2_without_a_traceback(tmp_path, monkeypatch, no_job_env):
     from click.testing import CliRunner
 
     from spec_vetting.cli.run import run
 
-    for name in list(os.environ):
-        if name.startswith("SPEC_VETTING_JOB__"):
-            monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     csv = tmp_path / "list.csv"
     csv.write_text("candidate_id,path,task\na,missing.fits,cv\n")
@@ -246,14 +243,11 @@ def test_configuration_errors_exit_2_without_a_traceback(tmp_path, monkeypatch):
     assert not (tmp_path / "cat").exists()  # refused before anything is written
 
 
-def test_progress_bar_dashboard_address_and_summary(tmp_path, monkeypatch):
+def test_progress_bar_dashboard_address_and_summary(tmp_path, monkeypatch, no_job_env):
     from click.testing import CliRunner
 
     from spec_vetting.cli.run import run
 
-    for name in list(os.environ):
-        if name.startswith("SPEC_VETTING_JOB__"):
-            monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
     csv = tmp_path / "list.csv"
     csv.write_text("candidate_id,path,task\na,missing.fits,cv\nb,gone.fits,cv\n")
