@@ -64,7 +64,7 @@ def _candidates(n: int):
 
 
 def bench_overhead(n: int, tmp: Path) -> dict:
-    from spec_vetting.engines.base import Sampling
+    from spec_vetting.types import Sampling
     from spec_vetting.pipeline import job_from_dict, runner
     from spec_vetting.pipeline.plan import WorkItem
     from spec_vetting.pipeline.shard import ShardSpec, run_shard_async

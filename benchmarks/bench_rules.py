@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spec_vetting.engines.base import InspectionContext, Sampling  # noqa: E402
+from spec_vetting.types import InspectionContext, Sampling  # noqa: E402
 from spec_vetting.engines.rules import RulesEngine  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 #: tokens of the system text with the tools block, and of a built-in task prompt (Qwen2.5 tokenizer, measured
-#: roughly as characters / 3.6 on the texts of inspect/protocol.py and the built-in tasks)
+#: roughly as characters / 3.6 on the texts of protocol.py and the built-in tasks)
 SYSTEM_TOKENS = 190
 TASK_PROMPT_TOKENS = 260
 #: chat markup per turn (<|im_start|>role\n ... <|im_end|>\n) and the tool response wrapper text

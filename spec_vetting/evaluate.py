@@ -14,7 +14,7 @@ from pathlib import Path, PurePath
 from typing import get_args
 
 from .confidence import Calibration, calibration
-from .inspect.types import Verdict
+from .types import Verdict
 from .report.labels import canonical_task
 
 #: every verdict word, in the order tables show them

@@ -28,7 +28,7 @@ from pathlib import Path
 from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
 from .inspect.tasks import Task, get_task
-from .inspect.types import ImagePart, Message, TextPart
+from .types import ImagePart, Message, TextPart
 from .report.labels import attach_labels
 from .report.run_data import RunData, run_manifest
 

@@ -32,7 +32,7 @@ def _ground_truth(value) -> str:
 
 
 def score_answer(answer, ground_truth: str) -> float:
-    """The reward of a parsed :class:`~spec_vetting.inspect.types.Answer` against YES/NO."""
+    """The reward of a parsed :class:`~spec_vetting.types.Answer` against YES/NO."""
     truth = _ground_truth(ground_truth)
     correct = 1.0 if answer.verdict == truth else 0.0
     broken = answer.status != "well_formed"

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from spec_vetting.cli import main
-from spec_vetting.inspect.protocol import SYSTEM_TEXT
+from spec_vetting.protocol import SYSTEM_TEXT
 from test_eval_support import png
 
 

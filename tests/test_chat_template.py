@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from spec_vetting.inspect import protocol
-from spec_vetting.inspect.types import ImagePart, Message, TextPart
+from spec_vetting import protocol
+from spec_vetting.types import ImagePart, Message, TextPart
 
 pytest.importorskip("transformers")
 

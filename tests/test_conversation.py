@@ -8,9 +8,9 @@ from spec_vetting.inspect.conversation import (
     render_text,
     tool_response_message,
 )
-from spec_vetting.inspect.protocol import SYSTEM_TEXT, TOOL_LINE
+from spec_vetting.protocol import SYSTEM_TEXT, TOOL_LINE
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.inspect.types import ImagePart, TextPart
+from spec_vetting.types import ImagePart, TextPart
 
 PNG = b"\x89PNG-full"
 ZOOM = b"\x89PNG-zoom"

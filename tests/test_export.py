@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from spec_vetting.cli import main
 from spec_vetting.errors import SpectrumReadError
 from spec_vetting.export import export_sft, export_verl, verl_rows
-from spec_vetting.inspect.protocol import SYSTEM_TEXT
+from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.report.run_data import read_run
 from spec_vetting.spectrum import Spectrum, SpectrumMeta

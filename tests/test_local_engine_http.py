@@ -25,7 +25,7 @@ from tiny_qwen import (  # noqa: E402
     trained_model_dir,
 )
 
-from spec_vetting.engines.base import Sampling  # noqa: E402
+from spec_vetting.types import Sampling  # noqa: E402
 from spec_vetting.engines.local_transformers import LocalEngine  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402

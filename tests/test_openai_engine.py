@@ -11,7 +11,7 @@ import pytest
 from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer, Fault, dead_endpoint, spec_o3_reply
 
 from spec_vetting.engines import create_engine
-from spec_vetting.engines.base import InspectionContext, Sampling
+from spec_vetting.types import InspectionContext, Sampling
 from spec_vetting.engines.openai_http import OpenAIEngine, normalize_endpoint
 from spec_vetting.engines.routing import pick_endpoint, server_root
 from spec_vetting.errors import ConfigError, EngineError

@@ -9,7 +9,7 @@ import math
 import pytest
 from fake_server import FakeOpenAIServer
 
-from spec_vetting.engines.base import Sampling
+from spec_vetting.types import Sampling
 from spec_vetting.engines.openai_http import OpenAIEngine
 from spec_vetting.engines.wire import (
     WireError,
@@ -21,7 +21,7 @@ from spec_vetting.engines.wire import (
 )
 from spec_vetting.errors import EngineError
 from spec_vetting.inspect.conversation import assistant_message, build_initial_messages, tool_response_message
-from spec_vetting.inspect.types import Usage
+from spec_vetting.types import Usage
 
 FULL = b"\x89PNG full view"
 ZOOM = b"\x89PNG zoom"

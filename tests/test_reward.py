@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spec_vetting.inspect.types import Answer
+from spec_vetting.types import Answer
 from spec_vetting.reward import compute_score, score_answer
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from spec_vetting.engines.base import InspectionContext
+from spec_vetting.types import InspectionContext
 from spec_vetting.engines.rules import RULES_VERSION, RulesEngine
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.tasks import get_task

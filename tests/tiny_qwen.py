@@ -19,7 +19,7 @@ import json
 import shutil
 from pathlib import Path
 
-from spec_vetting.inspect import protocol
+from spec_vetting import protocol
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY_TEMPLATE = REPO / "deploy" / "chat_template.jinja"
@@ -363,7 +363,7 @@ def _simple_render(wavelength, flux, wavelength_range=None, title="Spectrum") ->
 
 
 def inspection_context(candidate_id: str):
-    from spec_vetting.engines.base import InspectionContext
+    from spec_vetting.types import InspectionContext
 
     return InspectionContext(candidate_id=candidate_id, task="cv", spectrum=fixed_spectrum(), redshift=0.0)
 

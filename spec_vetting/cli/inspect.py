@@ -183,7 +183,8 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
                 max_tokens, max_turns, logprobs, timeout, api_key_env, time_budget, title, as_json, save_images):
     """Run one inspection of the spectrum in PATH and print its trajectory."""
     from ..engines import create_engine
-    from ..engines.base import InspectionContext, Sampling
+    from ..pipeline.config import SamplingConfig
+    from ..types import InspectionContext
     from ..inspect.loop import run_inspection
     from ..inspect.tasks import get_task
 
@@ -214,8 +215,8 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
     z = redshift if redshift is not None else spectrum.meta.redshift
     candidate_id = Path(path).name if tgt is None else f"{Path(path).name}:{tgt}"
     ctx = InspectionContext(candidate_id=candidate_id, task=task.key, spectrum=spectrum, redshift=z)
-    sampling = Sampling(temperature=temperature, max_tokens=max_tokens, logprobs=logprobs,
-                        top_logprobs=5 if logprobs else 0)
+    sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens, logprobs=logprobs,
+                              top_logprobs=5 if logprobs else 0).to_sampling()
 
     async def main():
         await eng.start()

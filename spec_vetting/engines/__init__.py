@@ -9,7 +9,7 @@ import importlib
 from typing import Any
 
 from ..errors import ConfigError
-from .base import Engine, EngineIdentity, EngineReply, EngineSession, InspectionContext, Sampling
+from ..engine_interface import Engine
 
 #: engine name -> "module:class", resolved on first use
 ENGINES: dict[str, str] = {
@@ -19,8 +19,7 @@ ENGINES: dict[str, str] = {
     "scripted": "spec_vetting.engines.scripted:ScriptedEngine",
 }
 
-__all__ = ["ENGINES", "Engine", "EngineIdentity", "EngineReply", "EngineSession", "InspectionContext", "Sampling",
-           "create_engine", "engine_class"]
+__all__ = ["ENGINES", "create_engine", "engine_class"]
 
 
 def engine_class(name: str) -> type[Engine]:

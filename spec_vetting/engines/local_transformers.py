@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, EngineError
-from ..inspect.types import Message, Usage
-from .base import Engine, EngineIdentity, EngineReply, EngineSession, InspectionContext, Sampling
+from ..types import Message, Usage
+from ..engine_interface import Engine, EngineSession
+from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
 from .qwen_inputs import QwenInputBuilder, load_chat_template, openai_messages
 
 log = logging.getLogger(__name__)

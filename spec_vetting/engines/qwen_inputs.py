@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, EngineError
-from ..inspect.types import Message
+from ..types import Message
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch

@@ -22,9 +22,10 @@ import re
 import time
 from dataclasses import dataclass
 
-from ..inspect.protocol import TOOL_NAME
-from ..inspect.types import Message, Usage
-from .base import Engine, EngineIdentity, EngineReply, EngineSession, InspectionContext, Sampling
+from ..protocol import TOOL_NAME
+from ..types import Message, Usage
+from ..engine_interface import Engine, EngineSession
+from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
 from .diagnostics import Measurement, RestSpectrum
 from .diagnostics_features import ZoomWindow, feature_set
 from .rules_scoring import CALIBRATION, CALIBRATION_SEEDS, Decision, decide

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import EngineError
-from ..inspect.types import Message, Usage
-from .base import Engine, EngineIdentity, EngineReply, EngineSession, InspectionContext, Sampling
+from ..types import Message, Usage
+from ..engine_interface import Engine, EngineSession
+from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
 
 ENGINE_VERSION = "scripted-1"
 

@@ -11,9 +11,9 @@
 
 from __future__ import annotations
 
-from .protocol import IMAGE_MARKUP, MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from ..protocol import IMAGE_MARKUP, MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
 from .tasks import Task
-from .types import ImagePart, Message, TextPart
+from ..types import ImagePart, Message, TextPart
 
 
 def system_message() -> Message:

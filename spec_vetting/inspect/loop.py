@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import EndpointUnavailableError, SpecVettingError
-from ..engines.base import Engine, EngineReply, InspectionContext, Sampling
+from ..engine_interface import Engine
+from ..types import EngineReply, InspectionContext, Sampling
 from .conversation import assistant_message, build_initial_messages, cut_tool_response, tool_response_message
 from .parsing import has_answer_block, parse_answer, parse_tool_call
-from .protocol import MAX_ASSISTANT_TURNS, TOOL_NAME
+from ..protocol import MAX_ASSISTANT_TURNS, TOOL_NAME
 from .tasks import Task
-from .types import Answer, InspectionResult, ToolCall, Turn
+from ..types import Answer, InspectionResult, ToolCall, Turn
 from .zoom import Renderer, ZoomResult, ZoomTool
 
 log = logging.getLogger(__name__)

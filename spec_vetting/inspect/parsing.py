@@ -13,8 +13,8 @@ import re
 from numbers import Real
 from typing import Any
 
-from .protocol import TOOL_NAME
-from .types import Answer, ToolCall
+from ..protocol import TOOL_NAME
+from ..types import Answer, ToolCall
 
 # --- tool calls --------------------------------------------------------------------------------------------------
 

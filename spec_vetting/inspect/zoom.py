@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import RenderError
-from .protocol import (
+from ..protocol import (
     no_points_reason,
     zoom_invalid_range_text,
     zoom_processing_error_text,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CandidateListError
-from ..inspect.protocol import SYSTEM_TEXT
+from ..protocol import SYSTEM_TEXT
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")

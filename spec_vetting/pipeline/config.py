@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
+from ..types import Sampling
 from ..yaml_file import read_yaml_file
 
 ENV_PREFIX = "SPEC_VETTING_JOB__"
@@ -93,6 +94,11 @@ class SamplingConfig(_Strict):
                 "(e.g. 0.7), or self_consistency_k to 1 for one greedy inspection"
             )
         return self
+
+    def to_sampling(self) -> Sampling:
+        """What every request carries; the one place a :class:`Sampling` is built from configuration."""
+        return Sampling(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens, seed=self.seed,
+                        logprobs=self.logprobs, top_logprobs=self.top_logprobs)
 
 
 class ClusterConfig(_Strict):

@@ -12,7 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from ..engines.base import InspectionContext, Sampling
+from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from ..inspect.loop import run_inspection
 from ..inspect.tasks import get_task

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from ..inspect.types import InspectionResult
+from ..types import InspectionResult
 from .healpix import healpix_or_none
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
-from ..engines.base import EngineIdentity, Sampling
+from ..types import EngineIdentity
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
@@ -422,14 +422,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
             concurrency = 4 * per_engine * len(options["endpoints"])
         else:
             concurrency = job.concurrency
-        sampling = Sampling(
-            temperature=job.sampling.temperature,
-            top_p=job.sampling.top_p,
-            max_tokens=job.sampling.max_tokens,
-            seed=job.sampling.seed,
-            logprobs=job.sampling.logprobs,
-            top_logprobs=job.sampling.top_logprobs,
-        )
+        sampling = job.sampling.to_sampling()
         futures = []
         for shard in pending:
             spec = ShardSpec(

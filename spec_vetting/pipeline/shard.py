@@ -22,7 +22,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engines.base import Engine, InspectionContext, Sampling
+from ..engine_interface import Engine
+from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from .plan import WorkItem
 from .rows import error_result, turn_rows, verdict_row

@@ -1,12 +1,17 @@
-"""Plain data types of the inspection layer: conversation messages, parsed calls and answers, turns, results.
+"""The shared vocabulary: conversation messages, parsed calls and answers, turns, results, and what passes
+between the loop and an engine (sampling, context, reply, identity).
 
 Wire-neutral on purpose: engines translate :class:`Message` into their own format (OpenAI JSON, token ids, ...).
+Every layer may import this module; it imports nothing of the package.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .spectrum import Spectrum
 
 Verdict = Literal["YES", "NO", "UNDECIDED", "ERROR"]
 AnswerStatus = Literal["well_formed", "recovered", "none"]
@@ -121,3 +126,54 @@ class InspectionResult:
             return sum(v for v in vals if v is not None)
 
         return Usage(total("prompt_tokens"), total("completion_tokens"), total("cached_tokens"))
+
+
+@dataclass
+class Sampling:
+    """Explicit sampling sent with every request. Greedy by default, as the published validation."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 2048  # per assistant turn
+    seed: int | None = None
+    logprobs: bool = False
+    top_logprobs: int = 0
+
+
+@dataclass
+class InspectionContext:
+    """What an engine may know about the inspection besides the conversation.
+
+    Model engines use only ``candidate_id`` (routing, request ids). The rules engine also reads the spectrum's
+    arrays and the survey redshift, never its class labels.
+    """
+
+    candidate_id: str
+    task: str  # task key, e.g. "cv"
+    run_id: str = "adhoc"
+    spectrum: Spectrum | None = None  # observed frame, as read
+    redshift: float | None = None  # the redshift the zoom tool uses
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EngineReply:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    latency_s: float = 0.0
+    endpoint: str | None = None
+    finish_reason: str | None = None
+    #: probability of YES read from the answer token's log-probabilities, when the engine can give it
+    p_yes: float | None = None
+    #: set by an engine that deliberately gives no verdict (e.g. the rules engine on masked windows): the reason
+    abstain_reason: str | None = None
+
+
+@dataclass
+class EngineIdentity:
+    """Recorded with every result: which engine and which model produced it."""
+
+    engine: str  # "openai" | "local" | "rules" | ...
+    engine_version: str
+    model: str | None  # served model id / local folder name; None for the rules engine
+    model_info: dict[str, Any] = field(default_factory=dict)  # checksum, server version, endpoints ...
