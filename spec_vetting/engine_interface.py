@@ -3,13 +3,19 @@
 An inspection opens a :class:`EngineSession` (``async with engine.session(ctx) as s``) and calls
 ``s.complete(...)`` once per assistant turn. The session is where an HTTP engine pins every turn of one inspection
 to one endpoint and holds that endpoint's in-flight slot; in-process engines need nothing there.
+
+An engine class also says what it is, so the layers above never branch on its name: which settings it takes
+(:meth:`Engine.options_from_settings`), where its ``p_yes`` comes from, whether starting it is costly, and how many
+requests it can have in flight.
 """
 
 from __future__ import annotations
 
 import abc
 
-from .types import EngineIdentity, EngineReply, InspectionContext, Message, Sampling
+from typing import Any, ClassVar
+
+from .types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 
 
 class EngineSession(abc.ABC):
@@ -29,7 +35,29 @@ class EngineSession(abc.ABC):
 class Engine(abc.ABC):
     """Turns a conversation into the next assistant turn."""
 
-    name: str = "engine"
+    name: ClassVar[str] = "engine"
+    #: recorded as ``p_yes_source`` beside a p_yes this engine's replies carry
+    p_yes_source: ClassVar[str] = "engine"
+    #: starting loads weights: the driver reads :meth:`identity` without starting, shards start their own
+    costly_start: ClassVar[bool] = False
+
+    @classmethod
+    def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:
+        """Keyword options for the constructor from a job's or a command line's settings.
+
+        The default takes only ``settings.options``; engines that use endpoints, a model or timeouts override it.
+        """
+        return dict(settings.options)
+
+    @classmethod
+    def ignored_settings(cls, settings: EngineSettings) -> list[str]:
+        """The settings given that this engine does not use (a command line refuses them, a job warns)."""
+        return [f for f in ("endpoints", "model") if getattr(settings, f)]
+
+    @classmethod
+    def in_flight_slots(cls, options: dict[str, Any]) -> int | None:
+        """Requests an engine built with ``options`` can have in flight over all its servers; None: no such cap."""
+        return None
 
     async def start(self) -> None:
         """Open connections, check health, load weights. Called once before the first session."""

@@ -177,3 +177,20 @@ class EngineIdentity:
     engine_version: str
     model: str | None  # served model id / local folder name; None for the rules engine
     model_info: dict[str, Any] = field(default_factory=dict)  # checksum, server version, endpoints ...
+
+
+@dataclass
+class EngineSettings:
+    """What a job file or a command line says about the engine, before the engine turns it into its options.
+
+    Each engine reads the fields it uses (:meth:`~spec_vetting.engine_interface.Engine.options_from_settings`) and
+    names the ones it ignores, so the pipeline and the command line never branch on an engine's name.
+    """
+
+    endpoints: list[str] = field(default_factory=list)  # one base URL per replica, or a gateway alone
+    model: str | None = None  # served model id, or a local model folder
+    api_key_env: str | None = None
+    timeout_s: float | None = None  # per request
+    max_inflight_per_endpoint: int | None = None
+    device: str | None = None  # where an in-process model runs (cpu, cuda, cuda:1)
+    options: dict[str, Any] = field(default_factory=dict)  # the engine's own keyword options, passed through

@@ -158,8 +158,15 @@ def test_answer_beside_tool_call_ends():
 
 
 def test_logprob_p_yes_recorded():
-    r = run(ScriptedEngine([EngineReply(text=YES, p_yes=0.93)]))
+    # the script stands in for a model server's answer-token logprobs
+    r = run(ScriptedEngine([EngineReply(text=YES, p_yes=0.93)], p_yes_source="logprobs"))
     assert r.p_yes == 0.93 and r.p_yes_source == "logprobs"
+
+
+def test_p_yes_source_is_the_engines_own_word():
+    # a scripted p_yes is not a model's: the engine names its source, the loop never guesses from the name
+    r = run(ScriptedEngine([EngineReply(text=YES, p_yes=0.93)]))
+    assert r.p_yes == 0.93 and r.p_yes_source == "scripted"
 
 
 def test_endpoint_death_reruns_from_start():

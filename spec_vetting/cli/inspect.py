@@ -24,21 +24,21 @@ def _parse_target(value: str | None) -> int | str | None:
     return int(v) if v.lstrip("-").isdigit() else v
 
 
+#: the command-line flag of each engine setting, for messages
+_SETTING_FLAGS = {"endpoints": "--endpoint", "model": "--model"}
+
+
 def _engine_options(engine: str, endpoints: tuple[str, ...], model: str | None, device: str,
                     timeout: float, api_key_env: str) -> dict[str, Any]:
-    if engine == "openai":
-        if not endpoints:
-            raise ConfigError("--engine openai needs at least one --endpoint URL (e.g. http://localhost:30000/v1)")
-        return {"endpoints": list(endpoints), "model": model, "timeout_s": timeout, "api_key_env": api_key_env}
-    if endpoints:
-        raise ConfigError(f"--endpoint is only used by --engine openai, not {engine}")
-    if engine == "local":
-        if not model:
-            raise ConfigError("--engine local needs --model PATH, the folder of a Qwen2.5-VL checkpoint")
-        return {"model_path": model, "device": device}
-    if model:
-        raise ConfigError(f"--model is not used by --engine {engine}")
-    return {}
+    from ..engines import engine_class, engine_options
+    from ..types import EngineSettings
+
+    settings = EngineSettings(endpoints=list(endpoints), model=model, api_key_env=api_key_env, timeout_s=timeout,
+                              device=device)
+    ignored = engine_class(engine).ignored_settings(settings)
+    if ignored:
+        raise ConfigError(f"{_SETTING_FLAGS[ignored[0]]} is not used by --engine {engine}")
+    return engine_options(engine, settings)
 
 
 def _result_json(result, image_files: dict[int, str]) -> dict[str, Any]:
@@ -182,18 +182,18 @@ could not finish (unreadable file, servers down, ERROR verdict), 2 usage or conf
 def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_file, redshift, temperature,
                 max_tokens, max_turns, logprobs, timeout, api_key_env, time_budget, title, as_json, save_images):
     """Run one inspection of the spectrum in PATH and print its trajectory."""
-    from ..engines import create_engine
+    from ..engines import create_engine, default_engine
     from ..pipeline.config import SamplingConfig
     from ..types import InspectionContext
     from ..inspect.loop import run_inspection
     from ..inspect.tasks import get_task
 
-    engine_name = engine or ("openai" if endpoints else "rules")
+    engine_name = engine or default_engine(bool(endpoints))
     try:
         task = get_task(task_key, tasks_file)
         eng = create_engine(engine_name, **_engine_options(engine_name, endpoints, model, device, timeout,
                                                              api_key_env))
-        if engine_name == "local":
+        if eng.costly_start:
             eng.identity()  # checks the model folder from its files, before the spectrum is read or weights load
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc

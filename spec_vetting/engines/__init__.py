@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..engine_interface import Engine
+from ..types import EngineSettings
 
 #: engine name -> "module:class", resolved on first use
 ENGINES: dict[str, str] = {
@@ -19,11 +20,23 @@ ENGINES: dict[str, str] = {
     "scripted": "spec_vetting.engines.scripted:ScriptedEngine",
 }
 
-__all__ = ["ENGINES", "create_engine", "engine_class"]
+__all__ = ["ENGINES", "create_engine", "default_engine", "engine_class", "engine_in_flight_slots", "engine_options"]
+
+
+def default_engine(has_endpoints: bool) -> str:
+    """The engine used when none is named: the model over HTTP when servers are given, else the rules engine."""
+    return "openai" if has_endpoints else "rules"
 
 
 def engine_class(name: str) -> type[Engine]:
-    """The class of engine ``name``; :class:`ConfigError` when unknown or not installed in this version."""
+    """The class of engine ``name`` (a registry key, or ``package.module:Class`` for a custom engine);
+    :class:`ConfigError` when unknown or not installed in this version."""
+    if ":" in name:
+        module_name, attr = name.split(":", 1)
+        try:
+            return getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"engine {name!r}: cannot import {attr} from {module_name} ({exc})") from exc
     target = ENGINES.get(name)
     if target is None:
         raise ConfigError(f"unknown engine {name!r}: choose one of {', '.join(ENGINES)}")
@@ -39,8 +52,22 @@ def engine_class(name: str) -> type[Engine]:
     return getattr(module, attr)
 
 
+def engine_options(name: str, settings: EngineSettings) -> dict[str, Any]:
+    """Constructor options of engine ``name`` from job or command-line settings (the engine decides which)."""
+    cls = engine_class(name)
+    from_settings = getattr(cls, "options_from_settings", None)  # a custom factory may be a plain callable
+    return from_settings(settings) if from_settings else dict(settings.options)
+
+
+def engine_in_flight_slots(name: str, options: dict[str, Any]) -> int | None:
+    """Requests engine ``name`` built with ``options`` can have in flight at once; None when it sets no cap."""
+    slots = getattr(engine_class(name), "in_flight_slots", None)
+    return slots(options) if slots else None
+
+
 def create_engine(name: str, **options: Any) -> Engine:
-    """An engine by name with its options, e.g. ``create_engine("openai", endpoints=[...])``."""
+    """An engine by name (or ``package.module:Class``) with its options, e.g. ``create_engine("openai",
+    endpoints=[...])``."""
     cls = engine_class(name)
     try:
         return cls(**options)

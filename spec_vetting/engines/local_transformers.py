@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import ConfigError, EngineError
 from ..types import Message, Usage
 from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
+from ..types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
 from .qwen_inputs import QwenInputBuilder, load_chat_template, openai_messages
 
 log = logging.getLogger(__name__)
@@ -207,6 +207,19 @@ class LocalEngine(Engine):
     """
 
     name = "local"
+    p_yes_source = "logprobs"
+    costly_start = True
+
+    @classmethod
+    def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:
+        if not settings.model:
+            raise ConfigError("the local engine needs engine.model (--model FOLDER): a Qwen2.5-VL model folder")
+        device = {"device": settings.device} if settings.device else {}
+        return {"model_path": settings.model, **device, **settings.options}
+
+    @classmethod
+    def ignored_settings(cls, settings: EngineSettings) -> list[str]:
+        return ["endpoints"] if settings.endpoints else []
 
     def __init__(
         self,

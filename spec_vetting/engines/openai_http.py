@@ -27,7 +27,7 @@ from .. import __version__
 from ..errors import ConfigError, EndpointUnavailableError, EngineError
 from ..types import Message
 from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
+from ..types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
 from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
 from .retry import parse_retry_after, should_retry_status
 from .routing import DEFAULT_HEALTH_INTERVAL_S, Router, server_root
@@ -99,6 +99,26 @@ class OpenAIEngine(Engine):
     """Chat completions against one or more OpenAI-compatible servers."""
 
     name = "openai"
+    p_yes_source = "logprobs"
+
+    @classmethod
+    def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:
+        if not settings.endpoints:
+            raise ConfigError("the openai engine needs engine.endpoints (--endpoint URL) or engine.gateway")
+        given = {"api_key_env": settings.api_key_env, "timeout_s": settings.timeout_s,
+                 "max_inflight_per_endpoint": settings.max_inflight_per_endpoint}
+        return {"endpoints": list(settings.endpoints), "model": settings.model,
+                **{k: v for k, v in given.items() if v is not None}, **settings.options}
+
+    @classmethod
+    def ignored_settings(cls, settings: EngineSettings) -> list[str]:
+        return []
+
+    @classmethod
+    def in_flight_slots(cls, options: dict[str, Any]) -> int | None:
+        endpoints = options.get("endpoints") or []
+        n = 1 if isinstance(endpoints, str) else len(endpoints)
+        return options.get("max_inflight_per_endpoint", DEFAULT_MAX_INFLIGHT) * n
 
     def __init__(self, endpoints: list[str] | str, model: str | None = None, *,
                  api_key_env: str = DEFAULT_API_KEY_ENV,

@@ -191,6 +191,7 @@ class RulesEngine(Engine):
     """Classical diagnostics through the Spec-o3 loop; ``engine="rules"``, ``model=None`` in every output row."""
 
     name = "rules"
+    p_yes_source = "rules_score"
 
     def identity(self) -> EngineIdentity:
         return EngineIdentity(

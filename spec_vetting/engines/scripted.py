@@ -64,8 +64,9 @@ class ScriptedEngine(Engine):
     name = "scripted"
 
     def __init__(self, replies: Sequence[Reply] | ReplyFn, *, model: str | None = "scripted",
-                 delay_s: float = 0.0):
+                 delay_s: float = 0.0, p_yes_source: str = "scripted"):
         self.replies = replies if callable(replies) else list(replies)
+        self.p_yes_source = p_yes_source  # a script standing in for a model's logprobs may say "logprobs"
         self.model = model
         self.delay_s = delay_s
         self.calls: list[ScriptedCall] = []

@@ -159,9 +159,8 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
                 result.verdict = ans.verdict
                 result.status, result.fallback, result.justification = ans.status, ans.fallback, ans.justification
                 if reply.p_yes is not None:
-                    # model engines read p_yes off the answer token; the rules engine's is its calibrated score
-                    source = "rules_score" if result.engine == "rules" else "logprobs"
-                    result.p_yes, result.p_yes_source = reply.p_yes, source
+                    # each engine says where its p_yes comes from (answer-token logprobs, a calibrated score ...)
+                    result.p_yes, result.p_yes_source = reply.p_yes, getattr(engine, "p_yes_source", "engine")
                 return
             rec.tool_call = decision.call
             if decision.action == "stop":

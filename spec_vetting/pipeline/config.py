@@ -18,11 +18,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..types import Sampling
+from ..engines import ENGINES, default_engine, engine_in_flight_slots, engine_options
+from ..types import EngineSettings, Sampling
 from ..yaml_file import read_yaml_file
 
 ENV_PREFIX = "SPEC_VETTING_JOB__"
-ENGINE_NAMES = ("rules", "openai", "local", "scripted")
+ENGINE_NAMES = tuple(ENGINES)
 
 
 class _Strict(BaseModel):
@@ -60,7 +61,13 @@ class EngineConfig(_Strict):
     def resolved_name(self) -> str:
         if self.name:
             return self.name
-        return "openai" if (self.endpoints or self.gateway) else "rules"
+        return default_engine(bool(self.endpoints or self.gateway))
+
+    def settings(self, max_inflight_per_endpoint: int) -> EngineSettings:
+        """What this section says, for the engine to turn into its options (a gateway stands for the replicas)."""
+        return EngineSettings(endpoints=[self.gateway] if self.gateway else list(self.endpoints), model=self.model,
+                              api_key_env=self.api_key_env, timeout_s=self.timeout_s,
+                              max_inflight_per_endpoint=max_inflight_per_endpoint, options=dict(self.options))
 
     @field_validator("name")
     @classmethod
@@ -199,10 +206,10 @@ def auto_shard_size(job: JobConfig, n_pairs: int) -> int:
     if job.shard_size:
         return job.shard_size
     size = min(100, max(4, -(-n_pairs // 32)))
-    if job.engine.resolved_name == "openai":
-        n_endpoints = 1 if job.engine.gateway else max(1, len(job.engine.endpoints))
-        size = max(size, job.max_inflight_per_endpoint * n_endpoints)
-    return size
+    # an engine with an in-flight cap (HTTP) gets shards that can fill every slot of a worker
+    name = job.engine.resolved_name
+    slots = engine_in_flight_slots(name, engine_options(name, job.engine.settings(job.max_inflight_per_endpoint)))
+    return max(size, slots) if slots else size
 
 
 def _format_errors(exc: ValidationError, where: str) -> str:

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
+from ..engines import create_engine, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
-from .shard import ShardSpec, build_engine, renderer_version, run_shard, task_for
+from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
@@ -67,40 +68,22 @@ def load_all_candidates(sources: list[str]) -> list:
     return out
 
 
-def engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, Any]:
-    e = job.engine
-    name = e.resolved_name
-    opts: dict[str, Any] = {}
-    if name == "openai":
-        endpoints = [e.gateway] if e.gateway else list(e.endpoints)
-        if not endpoints:
-            raise ConfigError("the openai engine needs engine.endpoints (--endpoint URL) or engine.gateway")
-        opts.update(
-            endpoints=endpoints,
-            model=e.model,
-            api_key_env=e.api_key_env,
-            max_inflight_per_endpoint=inflight_per_engine,
-            timeout_s=e.timeout_s,
-        )
-    elif name == "local":
-        if not e.model:
-            raise ConfigError("the local engine needs engine.model (--model FOLDER): a Qwen2.5-VL model folder")
-        opts["model_path"] = e.model
-    opts.update(e.options)
-    return opts
+def job_engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, Any]:
+    """The job's engine options, with the per-engine in-flight cap this cluster size gives."""
+    return engine_options(job.engine.resolved_name, job.engine.settings(inflight_per_engine))
 
 
 def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
     """Engine and model identity before any shard runs (also checks that the engine can start at all).
 
-    The local engine is not started here (that would load the weights in this process too).
+    An engine whose start is costly (weights) is not started here: that would load them in this process too.
     """
-    engine = build_engine(name, options)
-    if name == "local":
+    engine = create_engine(name, **options)
+    if getattr(engine, "costly_start", False):
         try:
             return engine.identity()
         except Exception:
-            return EngineIdentity("local", "unknown", str(options.get("model_path")))
+            return EngineIdentity(name, "unknown", str(options.get("model_path")))
 
     async def probe():
         await engine.start()
@@ -264,7 +247,7 @@ def run_job(
     lock.acquire()
     try:
         # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
-        identity = probe_identity(name, engine_options(job, job.max_inflight_per_endpoint))
+        identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))
@@ -415,13 +398,11 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         engines_in_flight = n_workers if (job.cluster.processes or job.cluster.scheduler_address) else 1
         per_engine = max(1, math.ceil(job.max_inflight_per_endpoint / engines_in_flight))
         name = job.engine.resolved_name
-        options = engine_options(job, per_engine)
-        if name == "openai":
-            # the engine's per-endpoint caps are the bound; a tighter shard-level bound would let inspections
-            # queued for a busy endpoint hold slots that another endpoint's inspections could use
-            concurrency = 4 * per_engine * len(options["endpoints"])
-        else:
-            concurrency = job.concurrency
+        options = job_engine_options(job, per_engine)
+        slots = engine_in_flight_slots(name, options)
+        # an engine with in-flight caps is bounded by them; a tighter shard-level bound would let inspections
+        # queued for a busy endpoint hold slots that another endpoint's inspections could use
+        concurrency = 4 * slots if slots else job.concurrency
         sampling = job.sampling.to_sampling()
         futures = []
         for shard in pending:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import importlib
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..engine_interface import Engine
+from ..engines import create_engine
 from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from .plan import WorkItem
@@ -59,22 +59,6 @@ class ShardSpec:
     concurrency: int = 8
     self_consistency_k: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def build_engine(name: str, options: dict[str, Any]) -> Engine:
-    """An engine by name through the engines factory, or a custom one given as 'package.module:Class'."""
-    if ":" in name:
-        module_name, attr = name.split(":", 1)
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"engine {name!r}: cannot import {attr} from {module_name} ({exc})") from exc
-        return factory(**options)
-    from ..engines import create_engine
-
-    return create_engine(name, **options)
 
 
 def renderer_version() -> str:
@@ -190,7 +174,7 @@ class EngineHost:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="spec-vet-engine-loop", daemon=True)
         self.thread.start()
-        self.engine = build_engine(name, options)
+        self.engine = create_engine(name, **options)
         try:
             self.run(self.engine.start())
         except BaseException:
@@ -242,7 +226,7 @@ def _close_hosts() -> None:
 async def run_shard_async(spec: ShardSpec) -> dict[str, Any]:
     """The shard on a private engine in the running loop (benchmarks, embedding); start to close."""
     t0 = time.perf_counter()
-    engine = build_engine(spec.engine_name, spec.engine_options)
+    engine = create_engine(spec.engine_name, **spec.engine_options)
     await engine.start()
     try:
         results = await inspect_items(spec, engine)
