@@ -4,8 +4,8 @@ Usage::
 
     python benchmarks/rules_quality.py              # both tables (markdown) on the test seeds
     python benchmarks/rules_quality.py --calibrate  # fit p_yes = sigmoid(a * score + b) per task on the
-                                                    # calibration seeds; paste the printed CALIBRATION into
-                                                    # spec_vetting/engines/rules_scoring.py
+                                                    # calibration seeds; paste each printed (a, b) into its task's
+                                                    # calibration in spec_vetting/engines/rules/tasks.py
 
 Seeds. Thresholds and score weights were chosen looking only at calibration seeds 0-1999 (and at the real files);
 the test set uses seeds 100000-101999, never looked at while choosing. Each task draws its positive kinds
@@ -28,8 +28,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spec_vetting.engines.diagnostics import RestSpectrum  # noqa: E402
-from spec_vetting.engines.rules_scoring import CALIBRATION_SEEDS, GATE_SCORE, decide  # noqa: E402
+from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
+from spec_vetting.engines.rules.decision import GATE_SCORE, decide
+from spec_vetting.engines.rules.tasks import CALIBRATION_SEEDS  # noqa: E402
 from spec_vetting.io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")
@@ -117,8 +118,8 @@ def calibrate() -> None:
         m = metrics(refit)
         print(f"{task}: a={a:.3f} b={b:.3f} threshold score={-b / a:+.2f} (calibration acc {m['acc']:.3f}, "
               f"F1 {m['f1']:.3f}, decided {m['decided']:.3f})")
-        lines.append(f'    "{task}": ({a:.3f}, {b:.3f}),')
-    print("CALIBRATION = {\n" + "\n".join(lines) + "\n}")
+        lines.append(f'    {task}: calibration=({a:.3f}, {b:.3f}),')
+    print("\n".join(lines))
     print(f"CALIBRATION_SEEDS = range({CALIBRATION_SEEDS.start}, {CALIBRATION_SEEDS.stop})")
 
 

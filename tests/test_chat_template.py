@@ -20,7 +20,7 @@ from spec_vetting.types import ImagePart, Message, TextPart
 
 pytest.importorskip("transformers")
 
-from spec_vetting.engines.qwen_inputs import openai_messages  # noqa: E402
+from spec_vetting.engines.local.inputs import openai_messages  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RL_TEMPLATE = (REPO / "deploy" / "chat_template.jinja").read_text()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spec_vetting.engines.diagnostics import (
+from spec_vetting.engines.rules.diagnostics import (
     RestSpectrum,
     band_depth,
     continuum_slope,
@@ -16,7 +16,7 @@ from spec_vetting.engines.diagnostics import (
     snr_per_angstrom,
     window_flux,
 )
-from spec_vetting.engines.diagnostics_features import FEATURE_SETS, feature_set
+from spec_vetting.engines.rules.tasks import RULES_TASKS, rules_task
 
 WL = np.arange(3700.0, 9100.0, 1.0)
 
@@ -132,11 +132,11 @@ def test_snr_per_angstrom():
 
 
 def test_feature_sets_cover_the_five_tasks_and_aliases():
-    assert set(FEATURE_SETS) == {"cv", "carbon", "ss", "gm", "wd"}
-    assert feature_set("cc").task == "carbon" and feature_set("CV").task == "cv"
-    assert feature_set("quasar") is None
+    assert set(RULES_TASKS) == {"cv", "carbon", "ss", "gm", "wd"}
+    assert rules_task("cc").task == "carbon" and rules_task("CV").task == "cv"
+    assert rules_task("quasar") is None
     rs = rest(np.ones(WL.shape), ivar=np.full(WL.shape, 100.0))
-    for fs in FEATURE_SETS.values():
+    for fs in RULES_TASKS.values():
         ms = fs.measure(rs)
         assert ms and all(m.windows for m in ms.values())
         assert 1 <= len(fs.zooms) <= 4
@@ -166,6 +166,6 @@ def test_every_feature_set_measures_what_the_issue_lists():
     }
     rs = rest(np.ones(WL.shape), ivar=np.full(WL.shape, 100.0))
     for task, names in required.items():
-        measured = [m.name for m in FEATURE_SETS[task].measure(rs).values()]
+        measured = [m.name for m in RULES_TASKS[task].measure(rs).values()]
         for name in names:
             assert any(name in n for n in measured), (task, name, measured)

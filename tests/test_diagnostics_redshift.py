@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spec_vetting.engines.diagnostics import RestSpectrum
-from spec_vetting.engines.diagnostics_redshift import REST_EMISSION_LINES, unexplained_emission
+from spec_vetting.engines.rules.diagnostics import RestSpectrum
+from spec_vetting.engines.rules.redshift import REST_EMISSION_LINES, unexplained_emission
 from spec_vetting.io.synthetic import KINDS, make_spectrum
 
 STARS = [k for k in KINDS if k not in ("qso", "galaxy")]

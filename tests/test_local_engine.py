@@ -31,8 +31,8 @@ from tiny_qwen import (  # noqa: E402
 )
 
 from spec_vetting.types import Sampling  # noqa: E402
-from spec_vetting.engines.local_transformers import LocalEngine, model_checksum, verdict_position  # noqa: E402
-from spec_vetting.engines.qwen_inputs import openai_messages  # noqa: E402
+from spec_vetting.engines.local.engine import LocalEngine, model_checksum, verdict_position  # noqa: E402
+from spec_vetting.engines.local.inputs import openai_messages  # noqa: E402
 from spec_vetting.errors import ConfigError, EngineError  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
@@ -85,7 +85,7 @@ def test_identity_names_folder_and_checksum_without_loading(tiny_model_dir):
 
 
 def test_checkpoint_template_is_found_where_servers_look(tmp_path, tiny_model_dir):
-    from spec_vetting.engines.qwen_inputs import DEPLOY_TEMPLATE, checkpoint_chat_template, load_chat_template
+    from spec_vetting.engines.local.inputs import DEPLOY_TEMPLATE, checkpoint_chat_template, load_chat_template
 
     assert checkpoint_chat_template(tiny_model_dir) == DEPLOY_TEMPLATE.read_text()
     (tmp_path / "chat_template.json").write_text(json.dumps({"chat_template": "{{ messages }}"}))
@@ -241,7 +241,7 @@ def test_waiting_turns_are_generated_in_one_left_padded_batch(trained_model_dir)
         {"type": "text", "text": " Be careful."}]}]
     engine = LocalEngine(trained_model_dir, batch=4, batch_wait_ms=200)
     sizes = _counting(engine)
-    from spec_vetting.engines.local_transformers import GenerationRequest
+    from spec_vetting.engines.local.engine import GenerationRequest
 
     async def main():
         await engine.start()
@@ -294,7 +294,7 @@ def test_one_engine_serves_event_loops_in_several_threads(tiny_model_dir):
     """A worker may drive the engine from more than one event loop; each gets its own replies."""
     import threading
 
-    from spec_vetting.engines.local_transformers import GenerationRequest
+    from spec_vetting.engines.local.engine import GenerationRequest
 
     engine = LocalEngine(tiny_model_dir, batch_wait_ms=20)
     prompts = [[{"role": "user", "content": f"prompt number {i}"}] for i in range(2)]

@@ -26,7 +26,7 @@ from tiny_qwen import (  # noqa: E402
 )
 
 from spec_vetting.types import Sampling  # noqa: E402
-from spec_vetting.engines.local_transformers import LocalEngine  # noqa: E402
+from spec_vetting.engines.local.engine import LocalEngine  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
 
@@ -47,7 +47,7 @@ def _inspect(engine, candidate_id: str, sampling: Sampling):
 
 @pytest.mark.slow
 def test_served_model_zooms_then_answers_yes_like_in_process(trained_model_dir):
-    from spec_vetting.engines.openai_http import OpenAIEngine
+    from spec_vetting.engines.http.engine import OpenAIEngine
 
     model = LocalEngine(trained_model_dir)
     model.load()

@@ -12,8 +12,8 @@ from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer, Fault, dead_e
 
 from spec_vetting.engines import create_engine
 from spec_vetting.types import InspectionContext, Sampling
-from spec_vetting.engines.openai_http import OpenAIEngine, normalize_endpoint
-from spec_vetting.engines.routing import pick_endpoint, server_root
+from spec_vetting.engines.http.engine import OpenAIEngine, normalize_endpoint
+from spec_vetting.engines.http.routing import pick_endpoint, server_root
 from spec_vetting.errors import ConfigError, EngineError
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.tasks import get_task

@@ -8,7 +8,7 @@ import random
 import httpx
 import pytest
 
-from spec_vetting.engines.retry import (
+from spec_vetting.engines.http.retry import (
     MAX_BACKOFF_S,
     MAX_RETRY_AFTER_S,
     backoff_delay,

@@ -7,7 +7,7 @@ import asyncio
 import httpx
 from fake_server import FakeOpenAIServer, dead_endpoint
 
-from spec_vetting.engines.routing import Router, pick_endpoint, probe_health
+from spec_vetting.engines.http.routing import Router, pick_endpoint, probe_health
 
 
 def test_rendezvous_moves_only_the_dead_endpoints_candidates():

@@ -1,4 +1,4 @@
-"""The chat-completions wire format (engines/wire.py): request bodies out, replies in, p_yes from logprobs."""
+"""The chat-completions wire format (engines/http/wire.py): request bodies out, replies in, p_yes from logprobs."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from fake_server import FakeOpenAIServer
 
 from spec_vetting.types import Sampling
-from spec_vetting.engines.openai_http import OpenAIEngine
-from spec_vetting.engines.wire import (
+from spec_vetting.engines.http.engine import OpenAIEngine
+from spec_vetting.engines.http.wire import (
     WireError,
     chat_request_body,
     model_ids,

@@ -11,10 +11,10 @@ import pytest
 
 from spec_vetting.engines import create_engine
 from spec_vetting.types import InspectionContext, Sampling
-from spec_vetting.engines.diagnostics import RestSpectrum
-from spec_vetting.engines.diagnostics_features import feature_set
-from spec_vetting.engines.rules import MAX_ZOOMS, RULES_VERSION, RulesEngine, make_plan
-from spec_vetting.engines.rules_scoring import CALIBRATION, decide, p_yes_from_score
+from spec_vetting.engines.rules.diagnostics import RestSpectrum
+from spec_vetting.engines.rules.engine import MAX_ZOOMS, RULES_VERSION, RulesEngine, make_plan
+from spec_vetting.engines.rules.decision import decide, p_yes_from_score
+from spec_vetting.engines.rules.tasks import RULES_TASKS, rules_task
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.parsing import parse_answer, parse_tool_call
 from spec_vetting.protocol import TOOL_NAME
@@ -210,7 +210,7 @@ def test_unknown_redshift_is_taken_as_rest_frame_and_said_so():
 
 def test_p_yes_is_monotonic_in_score_and_calibrated_per_task():
     for task in TASKS:
-        a, b = CALIBRATION[task]
+        a, b = RULES_TASKS[task].calibration
         assert a > 0
         ps = [p_yes_from_score(task, s) for s in (-5.0, -1.0, 0.0, 1.0, 5.0)]
         assert ps == sorted(ps) and 0.0 <= ps[0] < 0.5 < ps[-1] <= 1.0
@@ -247,7 +247,7 @@ def test_every_measurement_is_zoomed_on_or_read_from_the_full_view_and_cited(tas
     sp = make_spectrum(POSITIVE_KIND[task], seed=SEEDS[1], snr=40.0)
     rs = RestSpectrum.from_spectrum(sp, sp.meta.redshift)
     plan = make_plan(rs, task)
-    assert len(plan.zooms) == len(feature_set(task).zooms) <= MAX_ZOOMS  # full coverage: every zoom is made
+    assert len(plan.zooms) == len(rules_task(task).zooms) <= MAX_ZOOMS  # full coverage: every zoom is made
     text = "\n".join(r.text for r in reply_texts(sp, task, redshift=sp.meta.redshift))
     for key, m in plan.decision.measurements.items():
         in_one_zoom = any(all(z.lo <= lo and hi <= z.hi for lo, hi in m.windows) for z in plan.zooms)

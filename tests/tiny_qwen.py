@@ -252,7 +252,7 @@ def train_tiny_qwen(base: Path, out: Path, conversations: list[list[dict]], *, m
     from transformers import AutoTokenizer, Qwen2_5_VLForConditionalGeneration
     from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    from spec_vetting.engines.qwen_inputs import QwenInputBuilder
+    from spec_vetting.engines.local.inputs import QwenInputBuilder
 
     base, out = Path(base), Path(out)
     tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
@@ -376,7 +376,7 @@ def trajectory_conversation() -> list[dict]:
     """
     import asyncio
 
-    from spec_vetting.engines.qwen_inputs import openai_messages
+    from spec_vetting.engines.local.inputs import openai_messages
     from spec_vetting.engines.scripted import ScriptedEngine
     from spec_vetting.inspect.loop import run_inspection
     from spec_vetting.inspect.tasks import get_task

@@ -4,7 +4,7 @@
 Self-contained on purpose: it imports only torch, transformers and numpy (the GPU machine has nothing else of
 this project), builds the model from the public Qwen2.5-VL-7B configuration directly on the GPU in bf16 (no
 download, no 28 GB fp32 init on the CPU), and drives ``generate`` the way the in-process engine does
-(spec_vetting/engines/local_transformers.py): explicit greedy decoding, the checkpoint's generation defaults
+(spec_vetting/engines/local/engine.py): explicit greedy decoding, the checkpoint's generation defaults
 ignored, left-padded batches, each ``<|image_pad|>`` widened to one token per 28x28 pixel block.
 
 The conversations are realistic in shape: the system text with the tools block, the full-spectrum picture and the

@@ -14,9 +14,9 @@ from ..types import EngineSettings
 
 #: engine name -> "module:class", resolved on first use
 ENGINES: dict[str, str] = {
-    "openai": "spec_vetting.engines.openai_http:OpenAIEngine",
-    "local": "spec_vetting.engines.local_transformers:LocalEngine",
-    "rules": "spec_vetting.engines.rules:RulesEngine",
+    "openai": "spec_vetting.engines.http.engine:OpenAIEngine",
+    "local": "spec_vetting.engines.local.engine:LocalEngine",
+    "rules": "spec_vetting.engines.rules.engine:RulesEngine",
     "scripted": "spec_vetting.engines.scripted:ScriptedEngine",
 }
 

@@ -48,7 +48,7 @@ class EndpointReport:
 
 async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float = 120.0,
                          api_key_env: str | None = None) -> EndpointReport:
-    from ..engines.openai_http import DEFAULT_API_KEY_ENV, OpenAIEngine
+    from ..engines.http.engine import DEFAULT_API_KEY_ENV, OpenAIEngine
 
     report = EndpointReport(endpoint=url, ok=False)
     try:

@@ -1,7 +1,7 @@
 """In-process engine: Qwen2.5-VL (Spec-o3) from a local folder with transformers, on CPU or GPU.
 
 The conversation is turned into model inputs exactly as an OpenAI-compatible server would (see
-:mod:`.qwen_inputs`): the same message dicts the HTTP client sends, the checkpoint's chat template (or the shipped
+:mod:`.inputs`): the same message dicts the HTTP client sends, the checkpoint's chat template (or the shipped
 one), the PIL image processor, placeholders widened per image. Sampling is explicit on every request (greedy by
 default); the checkpoint's ``generation_config.json`` defaults (Qwen ships a repetition penalty and top-k) are
 deliberately not applied, as a server given explicit parameters would not either.
@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, EngineError
-from ..types import Message, Usage
-from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
-from .qwen_inputs import QwenInputBuilder, load_chat_template, openai_messages
+from ...errors import ConfigError, EngineError
+from ...types import Message, Usage
+from ...engine_interface import Engine, EngineSession
+from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
+from .inputs import QwenInputBuilder, load_chat_template, openai_messages
 
 log = logging.getLogger(__name__)
 

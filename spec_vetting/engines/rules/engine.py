@@ -1,7 +1,7 @@
 """The ``rules`` engine: a classical inspector with a line list, driven through the same loop as the model.
 
 It needs no GPU and no weights. For one inspection it measures the task's diagnostics once (rest frame, ivar and
-mask honoured; see ``diagnostics.py`` and ``diagnostics_features.py``), decides (``rules_scoring.py``), and then
+mask honoured; see ``diagnostics.py``, ``features.py`` and ``tasks.py``), decides (``decision.py``), and then
 plays the trained conversation: one ``<tool_call>`` per turn zooming on each window it measured (so every trace
 carries the images), and a final turn whose ``<think>`` cites the measured numbers, followed by
 ``<answer>\\boxed{YES} <justification></answer>`` (or NO). ``p_yes`` comes from the calibrated score.
@@ -22,13 +22,14 @@ import re
 import time
 from dataclasses import dataclass
 
-from ..protocol import TOOL_NAME
-from ..types import Message, Usage
-from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
+from ...protocol import TOOL_NAME
+from ...types import Message, Usage
+from ...engine_interface import Engine, EngineSession
+from ...types import EngineIdentity, EngineReply, InspectionContext, Sampling
 from .diagnostics import Measurement, RestSpectrum
-from .diagnostics_features import ZoomWindow, feature_set
-from .rules_scoring import CALIBRATION, CALIBRATION_SEEDS, Decision, decide
+from .decision import Decision, decide
+from .features import ZoomWindow
+from .tasks import CALIBRATION_SEEDS, RULES_TASKS, rules_task
 
 #: bump when diagnostics, scores, calibration or the texts change what the engine answers
 RULES_VERSION = "1.1"
@@ -75,7 +76,7 @@ def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | str:
 def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Plan:
     """Measure and decide once; lay out the zooms (those overlapping the rest-frame coverage) and what to cite."""
     decision = decide(rs, task, redshift_known=redshift_known)
-    fs = feature_set(task)
+    fs = rules_task(task)
     lo, hi = rs.coverage
     zooms = [z for z in (fs.zooms if fs else ()) if z.hi > lo and z.lo < hi][:MAX_ZOOMS]
     covered = bool(zooms)
@@ -200,7 +201,7 @@ class RulesEngine(Engine):
             model=None,
             model_info={
                 "kind": "classical diagnostics (no model)",
-                "calibration": {k: list(v) for k, v in CALIBRATION.items()},
+                "calibration": {k: list(t.calibration) for k, t in RULES_TASKS.items()},
                 "calibration_seeds": [CALIBRATION_SEEDS.start, CALIBRATION_SEEDS.stop],
             },
         )

@@ -23,11 +23,11 @@ from typing import Any
 
 import httpx
 
-from .. import __version__
-from ..errors import ConfigError, EndpointUnavailableError, EngineError
-from ..types import Message
-from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
+from ... import __version__
+from ...errors import ConfigError, EndpointUnavailableError, EngineError
+from ...types import Message
+from ...engine_interface import Engine, EngineSession
+from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
 from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
 from .retry import parse_retry_after, should_retry_status
 from .routing import DEFAULT_HEALTH_INTERVAL_S, Router, server_root

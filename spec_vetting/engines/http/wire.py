@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..types import ImagePart, Message, TextPart, Usage
-from ..types import Sampling
+from ...types import ImagePart, Message, TextPart, Usage
+from ...types import Sampling
 
 REQUEST_ID_HEADER = "X-Request-ID"
 #: the sglang router (``--policy manual``) pins every request with the same key to one worker: keyed by the

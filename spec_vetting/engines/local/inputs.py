@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError, EngineError
-from ..types import Message
+from ...errors import ConfigError, EngineError
+from ...types import Message
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -29,12 +29,12 @@ if TYPE_CHECKING:  # pragma: no cover
 IMAGE_PAD = "<|image_pad|>"
 
 #: where the shipped Spec-o3 template lives in a source checkout (deploy/ is not part of the installed package)
-DEPLOY_TEMPLATE = Path(__file__).resolve().parents[2] / "deploy" / "chat_template.jinja"
+DEPLOY_TEMPLATE = Path(__file__).resolve().parents[3] / "deploy" / "chat_template.jinja"
 
 
 def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """OpenAI chat messages exactly as the HTTP engine sends them (its own converter, :mod:`.wire`)."""
-    from .wire import ImageEncoder, message_to_wire
+    from ..http.wire import ImageEncoder, message_to_wire
 
     encode = ImageEncoder()
     return [message_to_wire(m, encode) for m in messages]

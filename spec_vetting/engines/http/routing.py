@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from ..errors import EngineError
+from ...errors import EngineError
 
 log = logging.getLogger(__name__)
 

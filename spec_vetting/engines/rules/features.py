@@ -1,16 +1,16 @@
-"""Per-task feature sets: which lines and bands an expert measures for each Spec-o3 task, and where.
+"""What the rules engine measures for each Spec-o3 task: the lines and bands an expert reads, and where.
 
 Wavelengths are rest-frame **vacuum** Å (LAMOST, SDSS and DESI all store vacuum wavelengths). Band heads of
 molecules that "degrade to the red" (TiO, ZrO, CaH) absorb redward of the head; C2 Swan and CN violet bands degrade
 to the violet and absorb blueward of it. That opposite direction is what separates C2 at 5165 Å from the TiO head at
 5167 Å, so band windows below sit on the absorbing side and the pseudo-continuum on the other.
 
-Each task lists the zoom windows the engine shows (what a model would look at) and the measurements read from them.
+``measure_<task>`` reads a task's measurements; ``tasks.py`` pairs them with the zoom windows the engine shows
+(what a model would look at), the task's score and its calibration.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .diagnostics import (
@@ -41,14 +41,6 @@ class ZoomWindow:
     hi: float
 
 
-@dataclass(frozen=True)
-class FeatureSet:
-    task: str
-    class_name: str
-    zooms: tuple[ZoomWindow, ...]
-    measure: Callable[[RestSpectrum], dict[str, Measurement]]
-
-
 def _balmer_absorption(rs: RestSpectrum) -> dict[str, Measurement]:
     """Broad Balmer absorption profiles (white dwarfs, CVs in outburst, A stars), against far pseudo-continua."""
     hb_c = ((4720.0, 4750.0), (5010.0, 5050.0))
@@ -60,7 +52,7 @@ def _balmer_absorption(rs: RestSpectrum) -> dict[str, Measurement]:
     }
 
 
-def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
+def measure_cv(rs: RestSpectrum) -> dict[str, Measurement]:
     ha_c = ((6480.0, 6525.0), (6610.0, 6650.0))
     hb_c = ((4800.0, 4830.0), (4895.0, 4925.0))
     hg_c = ((4285.0, 4312.0), (4370.0, 4395.0))
@@ -84,7 +76,7 @@ def _cv(rs: RestSpectrum) -> dict[str, Measurement]:
     }
 
 
-def _carbon(rs: RestSpectrum) -> dict[str, Measurement]:
+def measure_carbon(rs: RestSpectrum) -> dict[str, Measurement]:
     return {
         "c2_4737": band_depth(rs, (4705.0, 4736.0), ((4742.0, 4758.0),), "C2 4737 depth"),
         "c2_5165": band_depth(rs, (5125.0, 5163.0), ((5170.0, 5200.0),), "C2 5165 depth"),
@@ -96,7 +88,7 @@ def _carbon(rs: RestSpectrum) -> dict[str, Measurement]:
     }
 
 
-def _ss(rs: RestSpectrum) -> dict[str, Measurement]:
+def measure_ss(rs: RestSpectrum) -> dict[str, Measurement]:
     return {
         "zro_4640": band_depth(rs, (4643.0, 4680.0), ((4600.0, 4638.0),), "ZrO 4640 depth"),
         "zro_5551": band_depth(rs, (5553.0, 5590.0), ((5510.0, 5548.0),), "ZrO 5551 depth"),
@@ -109,7 +101,7 @@ def _ss(rs: RestSpectrum) -> dict[str, Measurement]:
     }
 
 
-def _gm(rs: RestSpectrum) -> dict[str, Measurement]:
+def measure_gm(rs: RestSpectrum) -> dict[str, Measurement]:
     return {
         "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
         "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
@@ -132,7 +124,7 @@ def _gm(rs: RestSpectrum) -> dict[str, Measurement]:
     }
 
 
-def _wd(rs: RestSpectrum) -> dict[str, Measurement]:
+def measure_wd(rs: RestSpectrum) -> dict[str, Measurement]:
     hg_c = ((4200.0, 4225.0), (4460.0, 4490.0))
     hd_c = ((4030.0, 4045.0), (4200.0, 4225.0))
     balmer = _balmer_absorption(rs)
@@ -158,71 +150,3 @@ def nebular_lines(rs: RestSpectrum) -> dict[str, Measurement]:
         "ew_oiii5007": equivalent_width(rs, (5002.0, 5015.0), ((4975.0, 4995.0), (5030.0, 5050.0)), "EW([O III] 5007)"),
         "ew_hb_core": equivalent_width(rs, (4852.0, 4873.0), ((4800.0, 4830.0), (4895.0, 4925.0)), "EW(Hβ core)"),
     }
-
-
-FEATURE_SETS: dict[str, FeatureSet] = {
-    "cv": FeatureSet(
-        "cv",
-        "Cataclysmic Variable",
-        (
-            ZoomWindow("Hα and [S II] region", 6450, 6800),
-            ZoomWindow("Hγ, He II 4686 and Hβ region", 4250, 5060),
-            ZoomWindow("He I 5876 region", 5800, 5960),
-            ZoomWindow("higher-order Balmer lines", 3700, 4000),
-        ),
-        _cv,
-    ),
-    "carbon": FeatureSet(
-        "carbon",
-        "Carbon Star",
-        (
-            ZoomWindow("C2 Swan band heads 4737 and 5165", 4650, 5250),
-            ZoomWindow("C2 Swan band head 5636", 5550, 5720),
-            ZoomWindow("CN 4216 band head", 4100, 4300),
-            ZoomWindow("TiO 7054 band", 6950, 7200),
-        ),
-        _carbon,
-    ),
-    "ss": FeatureSet(
-        "ss",
-        "S-type Star",
-        (
-            ZoomWindow("ZrO band 6474 and TiO 6159", 6050, 6600),
-            ZoomWindow("ZrO band 5551 and C2 5165", 5100, 5650),
-            ZoomWindow("TiO 7054 band", 6950, 7200),
-            ZoomWindow("ZrO band 4640", 4550, 4750),
-        ),
-        _ss,
-    ),
-    "gm": FeatureSet(
-        "gm",
-        "M-type Giant",
-        (
-            ZoomWindow("TiO 7054 and CaH 6830/6975 bands", 6750, 7200),
-            ZoomWindow("Na I 8183/8195 doublet, TiO 8432 and Ca II triplet", 8100, 8720),
-            ZoomWindow("TiO 6159, CaH 6382 and ZrO 6474 bands", 6050, 6560),
-            ZoomWindow("C2 5165 and ZrO 5551 bands", 5100, 5650),
-        ),
-        _gm,
-    ),
-    "wd": FeatureSet(
-        "wd",
-        "White Dwarf",
-        (
-            ZoomWindow("Hβ line profile", 4700, 5060),
-            ZoomWindow("Hγ, Hδ and He I 4471 line profiles", 4000, 4530),
-            ZoomWindow("higher-order Balmer lines and Ca II K", 3700, 4000),
-            ZoomWindow("He I 5876 and Hα", 5800, 6700),
-        ),
-        _wd,
-    ),
-}
-
-#: task keys used by SpecVI-Bench files and users, mapped to the feature set's key
-TASK_ALIASES = {"cc": "carbon", "cs": "carbon", "mg": "gm", "s": "ss"}
-
-
-def feature_set(task: str) -> FeatureSet | None:
-    """The feature set of a task key (aliases accepted), or None for a task the rules engine cannot judge."""
-    key = task.strip().lower()
-    return FEATURE_SETS.get(TASK_ALIASES.get(key, key))

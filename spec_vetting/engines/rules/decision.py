@@ -1,0 +1,114 @@
+"""From measured diagnostics to a verdict: the data-quality gates, then the task's score and its calibration
+(``tasks.py``); the verdict is YES when ``p_yes >= 0.5``.
+
+Before a score is read, gates apply in this order:
+
+1. redshift ``z > 0.01`` (far above stellar velocities): NO for every stellar task;
+2. narrow [O III] 5007 emission stronger than Hβ: a galaxy, QSO or nebula, NO for every stellar task;
+3. redshift unknown and an emission line where no star or nebula has one at rest (``redshift.py``):
+   no verdict (UNDECIDED), since the diagnostics would be read at the wrong wavelengths;
+4. the task's key windows must be measurable (covered, not masked, errors small enough to rule the feature in or
+   out); otherwise there is no verdict and the reason says which window failed and why (the loop records it as
+   UNDECIDED).
+
+Only the spectrum's arrays, ivar, mask and the redshift are read, never a survey's class labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .diagnostics import Measurement, RestSpectrum
+from .features import nebular_lines
+from .redshift import unexplained_emission
+from .scoring import _v
+from .tasks import RULES_TASKS, RulesTask, rules_task
+
+#: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
+STELLAR_Z_MAX = 0.01
+#: score given when a gate (redshift, nebular lines) decides NO before the task's own score
+GATE_SCORE = -8.0
+
+
+@dataclass
+class Decision:
+    """The rules engine's conclusion for one spectrum and task."""
+
+    task: str
+    class_name: str
+    verdict: str | None  # "YES" | "NO" | None (= no verdict: UNDECIDED with ``reason``)
+    score: float | None
+    p_yes: float | None
+    reason: str | None  # why there is no verdict
+    justification: str
+    measurements: dict[str, Measurement]
+    cited: list[str]
+    redshift: float
+    redshift_known: bool
+
+
+def p_yes_from_score(task: str, score: float) -> float:
+    """The calibrated probability of YES for ``score`` on ``task``."""
+    return RULES_TASKS[task].p_yes(score)
+
+
+def _nebular(rs: RestSpectrum) -> tuple[bool, dict[str, Measurement]]:
+    """True when narrow [O III] 5007 emission is significant (EW < -5 Å at > 4 sigma) and stronger than Hβ's."""
+    m = nebular_lines(rs)
+    oiii, hb = m["ew_oiii5007"], m["ew_hb_core"]
+    if not oiii.ok or _v(oiii) > -5.0 or oiii.snr < 4.0:
+        return False, m
+    hb_emission = max(0.0, -_v(hb)) if hb.ok else 0.0
+    return -_v(oiii) > 1.5 * hb_emission, m
+
+
+def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decision:
+    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason."""
+    fs: RulesTask | None = rules_task(task)
+    if fs is None:
+        reason = f"the rules engine has diagnostics for cv, carbon, ss, gm and wd only, not for task {task!r}"
+        return Decision(task, task, None, None, None, reason, "", {}, [], rs.redshift, redshift_known)
+    key = fs.task
+    measurements = fs.measure(rs)
+
+    # both read ``measurements`` when called: a gate below rebinds it to add the measurements it cites
+    def verdict_of(score: float, justification: str, cited: list[str]) -> Decision:
+        p = fs.p_yes(score)
+        verdict = "YES" if p >= 0.5 else "NO"
+        return Decision(key, fs.class_name, verdict, score, p, None, justification, measurements, cited,
+                        rs.redshift, redshift_known)
+
+    def no_verdict(reason: str, cited: list[str]) -> Decision:
+        return Decision(key, fs.class_name, None, None, None, reason, "", measurements, cited, rs.redshift,
+                        redshift_known)
+
+    if redshift_known and rs.redshift > STELLAR_Z_MAX:
+        return verdict_of(
+            GATE_SCORE,
+            f"the redshift z = {rs.redshift:.4f} is far above stellar velocities: an extragalactic object, "
+            f"not a {fs.class_name.lower()}",
+            [],
+        )
+    is_nebular, neb = _nebular(rs)
+    if is_nebular:
+        measurements = {**measurements, **neb}
+        return verdict_of(
+            GATE_SCORE,
+            f"strong narrow [O III] 5007 emission ({neb['ew_oiii5007'].fmt()}) marks a galaxy or nebula, "
+            f"not a {fs.class_name.lower()}",
+            ["ew_oiii5007", "ew_hb_core"],
+        )
+    if not redshift_known:
+        # read at rest, a galaxy's or QSO's lines fall on the wrong diagnostics: no guess when it looks like one
+        line = unexplained_emission(rs)
+        if line is not None:
+            measurements = {**measurements, "unexplained_emission": line.measurement()}
+            reason = (f"the redshift is unknown and {line.describe()}: most likely a galaxy or QSO at some redshift, "
+                      f"where the {fs.class_name.lower()} diagnostics would be read at the wrong wavelengths; give "
+                      "the survey redshift (a DESI redrock file, or --redshift) to decide")
+            return no_verdict(reason, ["unexplained_emission"])
+    ts = fs.score(measurements)
+    if ts.score is None:
+        return no_verdict(ts.abstain_reason, [])
+    p = fs.p_yes(ts.score)
+    return verdict_of(ts.score, ts.yes_text if p >= 0.5 else ts.no_text, ts.cited)
