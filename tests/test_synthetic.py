@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from spec_vetting.io.synthetic import (
+from spec_vetting.fixtures.synthetic import (
     KINDS,
     LAMOST_NPIX,
     TASK_CONFUSERS,

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from spec_vetting.io import list_targets, read_spectrum, sniff_layout
-from spec_vetting.io.synthetic import make_spectrum
-from spec_vetting.io.writers import (
+from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.fixtures.writers import (
     DESI_ARMS,
     LAYOUTS,
     native_grid,
@@ -19,6 +18,7 @@ from spec_vetting.io.writers import (
     write_redrock,
     write_spectrum,
 )
+from spec_vetting.io import list_targets, read_spectrum, sniff_layout
 
 READ_VARIANT = {
     "lamost-dr1-image": "lamost-lrs-dr1-image",

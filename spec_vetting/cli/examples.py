@@ -1,6 +1,6 @@
 """`spec-vet make-examples DIR`: a small labelled set of synthetic survey files and its candidate list.
 
-The set mixes, for each of the five tasks, positives and hard negatives (see ``spec_vetting.io.synthetic``), written
+The set mixes, for each of the five tasks, positives and hard negatives (see ``spec_vetting.fixtures.synthetic``), written
 in every supported layout (LAMOST DR1 image, DR7 image gzipped, DR10 table, SDSS spec-lite legacy and BOSS, a DESI
 healpix coadd with a stuck and a sky fibre plus its redrock file), and ``DIR/candidates.csv`` with columns
 candidate_id, path (relative to DIR), target (DESI TARGETID, else empty), task, label. It also writes
@@ -30,7 +30,7 @@ def plan_examples(n: int, seed: int) -> list[dict]:
     """Which kind, task, label, layout and S/N each example gets (pure: the same for the same n and seed)."""
     import numpy as np
 
-    from ..io.synthetic import TASK_CONFUSERS, TASK_POSITIVES
+    from ..fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES
 
     rng = np.random.default_rng([seed, 11])
     items = []
@@ -69,8 +69,8 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     """Write the example set under ``out_dir``; returns the candidate rows written to candidates.csv."""
     from ..io.candidates import fits_stem
     from ..io.specvi import write_specvi_parquet
-    from ..io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
-    from ..io.writers import lamost_file_name, native_grid, write_desi_coadd, write_spectrum
+    from ..fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
+    from ..fixtures.writers import lamost_file_name, native_grid, write_desi_coadd, write_spectrum
 
     out_dir.mkdir(parents=True, exist_ok=True)
     used: set[Path] = set()
