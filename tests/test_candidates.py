@@ -13,8 +13,9 @@ import pytest
 from astropy.io import fits
 
 from spec_vetting.errors import CandidateListError, SpectrumReadError
+from spec_vetting.fixtures.desi import write_desi_coadd
 from spec_vetting.fixtures.synthetic import make_spectrum
-from spec_vetting.fixtures.writers import native_grid, write_desi_coadd, write_spectrum
+from spec_vetting.fixtures.writers import native_grid, write_spectrum
 from spec_vetting.io.candidates import Candidate, load_candidates
 
 

@@ -8,16 +8,10 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
+from spec_vetting.fixtures.desi import write_desi_coadd, write_redrock
+from spec_vetting.fixtures.grids import DESI_ARMS, resample
 from spec_vetting.fixtures.synthetic import make_spectrum
-from spec_vetting.fixtures.writers import (
-    DESI_ARMS,
-    LAYOUTS,
-    native_grid,
-    resample,
-    write_desi_coadd,
-    write_redrock,
-    write_spectrum,
-)
+from spec_vetting.fixtures.writers import LAYOUTS, native_grid, write_spectrum
 from spec_vetting.io import list_targets, read_spectrum, sniff_layout
 
 READ_VARIANT = {

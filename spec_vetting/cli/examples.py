@@ -67,10 +67,12 @@ def _unique(path: Path, used: set[Path]) -> Path:
 
 def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     """Write the example set under ``out_dir``; returns the candidate rows written to candidates.csv."""
+    from ..fixtures.desi import write_desi_coadd
+    from ..fixtures.lamost import lamost_file_name
+    from ..fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
+    from ..fixtures.writers import native_grid, write_spectrum
     from ..io.candidates import fits_stem
     from ..io.specvi import write_specvi_parquet
-    from ..fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
-    from ..fixtures.writers import lamost_file_name, native_grid, write_desi_coadd, write_spectrum
 
     out_dir.mkdir(parents=True, exist_ok=True)
     used: set[Path] = set()
