@@ -23,7 +23,7 @@ TASK_ORDER = ("cv", "carbon", "ss", "gm", "wd")
 #: the list of files a make-examples run wrote, so that a rerun deletes exactly those and nothing of the user's
 MARKER = ".spec-vet-examples.json"
 #: layouts cycled through (the DESI ones are gathered into one coadd file)
-EXAMPLE_LAYOUTS = ("lamost-dr1-image", "lamost-image", "lamost-coadd-table", "sdss-spec-lite", "desi-coadd")
+EXAMPLE_LAYOUTS = ("lamost-lrs-dr1-image", "lamost-lrs-image", "lamost-lrs-coadd-table", "sdss-spec-lite", "desi-coadd")
 
 
 def plan_examples(n: int, seed: int) -> list[dict]:
@@ -87,13 +87,13 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
         if layout == "desi-coadd":
             desi_items.append((item, spec))
             continue
-        if layout == "lamost-dr1-image":
+        if layout == "lamost-lrs-dr1-image":
             rel = Path("lamost") / lamost_file_name(ids)
             options = {}
-        elif layout == "lamost-image":  # as distributed: gzip-compressed
+        elif layout == "lamost-lrs-image":  # as distributed: gzip-compressed
             rel = Path("lamost") / lamost_file_name(ids, ".fits.gz")
             options = {}
-        elif layout == "lamost-coadd-table":  # DR10 downloads are named by OBSID
+        elif layout == "lamost-lrs-coadd-table":  # DR10 downloads are named by OBSID
             rel = Path("lamost") / f"{ids['obsid']}.fits"
             options = {}
         else:
