@@ -69,10 +69,10 @@ def write_examples(out_dir: Path, n: int = 40, seed: int = 0) -> list[dict]:
     """Write the example set under ``out_dir``; returns the candidate rows written to candidates.csv."""
     from ..fixtures.desi import write_desi_coadd
     from ..fixtures.lamost import lamost_file_name
+    from ..fixtures.specvi import write_specvi_parquet
     from ..fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
     from ..fixtures.writers import native_grid, write_spectrum
     from ..io.candidates import fits_stem
-    from ..io.specvi import write_specvi_parquet
 
     out_dir.mkdir(parents=True, exist_ok=True)
     used: set[Path] = set()
