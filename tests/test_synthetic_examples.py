@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from spec_vetting.cli import main
-from spec_vetting.cli.examples import plan_examples
+from spec_vetting.fixtures.examples import plan_examples
 from spec_vetting.io.candidates import load_candidates
 
 
