@@ -52,8 +52,8 @@ def _install_fast_render(tmp: Path) -> None:
 
 
 def _candidates(n: int):
+    from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.io.candidates import Candidate, InlineSpectrum
-    from spec_vetting.io.synthetic import make_spectrum
 
     base = make_spectrum("cv", seed=1)
     return [

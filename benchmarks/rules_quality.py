@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
 from spec_vetting.engines.rules.decision import GATE_SCORE, decide
 from spec_vetting.engines.rules.tasks import CALIBRATION_SEEDS  # noqa: E402
-from spec_vetting.io.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
+from spec_vetting.fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")
 TEST_SEEDS = range(100_000, 102_000)

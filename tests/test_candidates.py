@@ -13,17 +13,18 @@ import pytest
 from astropy.io import fits
 
 from spec_vetting.errors import CandidateListError, SpectrumReadError
+from spec_vetting.fixtures.desi import write_desi_coadd
+from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.fixtures.writers import native_grid, write_spectrum
 from spec_vetting.io.candidates import Candidate, load_candidates
-from spec_vetting.io.synthetic import make_spectrum
-from spec_vetting.io.writers import native_grid, write_desi_coadd, write_spectrum
 
 
 @pytest.fixture(scope="module")
 def spectra_dir(tmp_path_factory):
     """Two LAMOST files, an SDSS file and a DESI coadd (2 science targets + stuck + sky) with its redrock file."""
     d = tmp_path_factory.mktemp("spectra")
-    write_spectrum(make_spectrum("cv", seed=1), d / "lamost" / "a.fits", "lamost-image")
-    write_spectrum(make_spectrum("wd_da", seed=2), d / "lamost" / "b.fits.gz", "lamost-dr1-image")
+    write_spectrum(make_spectrum("cv", seed=1), d / "lamost" / "a.fits", "lamost-lrs-image")
+    write_spectrum(make_spectrum("wd_da", seed=2), d / "lamost" / "b.fits.gz", "lamost-lrs-dr1-image")
     write_spectrum(
         make_spectrum("galaxy", seed=3, wavelength=native_grid("sdss-spec-lite")), d / "sdss" / "spec-1.fits",
         "sdss-spec-lite",

@@ -87,8 +87,8 @@ SDSS_IDS = {"plate", "mjd", "fiberid", "specobjid"}
 
 
 def _written(tmp_path, layout, name):
-    from spec_vetting.io.synthetic import make_spectrum
-    from spec_vetting.io.writers import native_grid, write_spectrum
+    from spec_vetting.fixtures.synthetic import make_spectrum
+    from spec_vetting.fixtures.writers import native_grid, write_spectrum
 
     s = make_spectrum("m_giant", seed=8, wavelength=native_grid(layout, flavour="boss"))
     return write_spectrum(s, tmp_path / name, layout)
@@ -106,7 +106,7 @@ def _full_spec(tmp_path):
 SINGLE_LAYOUTS = {  # variant: (how to get a file, survey, id keys, wavelength range it must fall in)
     "lamost-lrs-dr1-image": (lambda t: DATA / "spec-55862-B6212_sp06-006.fits", "lamost", LAMOST_IDS, (3690, 9110)),
     "lamost-lrs-image": (lambda t: DATA / "sbc_101008.fits", "lamost", LAMOST_IDS | {"obsid"}, (3690, 9110)),
-    "lamost-lrs-coadd-table": (lambda t: _written(t, "lamost-coadd-table", "1.fits"), "lamost",
+    "lamost-lrs-coadd-table": (lambda t: _written(t, "lamost-lrs-coadd-table", "1.fits"), "lamost",
                                LAMOST_IDS | {"obsid"}, (3690, 9110)),
     "sdss-spec-lite": (lambda t: DATA / "spec-0907-52373-0419.fits", "sdss", SDSS_IDS, (3780, 9230)),
     "sdss-spec-full": (_full_spec, "sdss", SDSS_IDS, (3780, 9230)),

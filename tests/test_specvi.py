@@ -10,9 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from spec_vetting.errors import CandidateListError
+from spec_vetting.fixtures.specvi import write_specvi_parquet
+from spec_vetting.fixtures.synthetic import make_spectrum
 from spec_vetting.io.candidates import load_candidates
-from spec_vetting.io.specvi import is_specvi_parquet, read_specvi_rows, write_specvi_parquet
-from spec_vetting.io.synthetic import make_spectrum
+from spec_vetting.io.specvi import is_specvi_parquet, read_specvi_rows
 
 
 def _rows():

@@ -7,14 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from spec_vetting.io.synthetic import (
-    KINDS,
-    LAMOST_NPIX,
-    TASK_CONFUSERS,
-    TASK_POSITIVES,
-    lamost_grid,
-    make_spectrum,
-)
+from spec_vetting.fixtures.grids import LAMOST_NPIX, lamost_grid
+from spec_vetting.fixtures.synthetic import KINDS, TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
 
 SEEDS = range(6)
 

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from spec_vetting.cli import main
-from spec_vetting.cli.examples import plan_examples
+from spec_vetting.fixtures.examples import plan_examples
 from spec_vetting.io.candidates import load_candidates
 
 
@@ -19,7 +19,7 @@ def test_plan_mixes_positives_confusers_layouts_and_tasks():
     by_task = Counter((p["task"], p["label"]) for p in plan)
     assert all(by_task[(t, lab)] == 4 for t in ("cv", "carbon", "ss", "gm", "wd") for lab in ("YES", "NO"))
     assert {p["layout"] for p in plan} == {
-        "lamost-dr1-image", "lamost-image", "lamost-coadd-table", "sdss-spec-lite", "desi-coadd",
+        "lamost-lrs-dr1-image", "lamost-lrs-image", "lamost-lrs-coadd-table", "sdss-spec-lite", "desi-coadd",
     }  # fmt: skip
     for task in ("cv", "gm"):  # each task meets more than one layout
         assert len({p["layout"] for p in plan if p["task"] == task}) > 1

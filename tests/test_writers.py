@@ -8,26 +8,18 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from spec_vetting.io import list_targets, read_spectrum, sniff_layout
-from spec_vetting.io.synthetic import make_spectrum
-from spec_vetting.io.writers import (
-    DESI_ARMS,
-    LAYOUTS,
-    native_grid,
-    resample,
-    write_desi_coadd,
-    write_redrock,
-    write_spectrum,
-)
+from spec_vetting.fixtures.desi import write_desi_coadd, write_redrock
+from spec_vetting.fixtures.grids import DESI_ARMS, resample
+from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.fixtures.writers import LAYOUTS, native_grid, write_spectrum
+from spec_vetting.io import known_layouts, list_targets, read_spectrum, sniff_layout
 
+#: the single-spectrum layouts and the variant their reader gives: the writers use the readers' layout names
 READ_VARIANT = {
-    "lamost-dr1-image": "lamost-lrs-dr1-image",
-    "lamost-image": "lamost-lrs-image",
-    "lamost-coadd-table": "lamost-lrs-coadd-table",
-    "sdss-spec-lite": "sdss-spec-lite",
-    "sdss-spspec": "sdss-spspec",
-    "sdssv-spec": "sdssv-spec",
-}
+    layout: layout
+    for layout in ("lamost-lrs-dr1-image", "lamost-lrs-image", "lamost-lrs-coadd-table", "sdss-spec-lite",
+                   "sdss-spspec", "sdssv-spec")
+}  # fmt: skip
 
 
 def assert_same(read, written, *, ivar_rtol=1e-6):
@@ -37,6 +29,17 @@ def assert_same(read, written, *, ivar_rtol=1e-6):
     assert np.allclose(read.flux, written.flux, rtol=1e-6, atol=0)
     assert np.allclose(read.ivar, written.ivar, rtol=ivar_rtol, atol=0)
     assert np.array_equal(read.mask, written.mask)
+
+
+def test_every_writer_layout_is_a_reader_layout_and_reads_back(tmp_path):
+    """The writers name layouts as the reader registry does: each file written is sniffed and read as its layout."""
+    assert set(LAYOUTS) <= set(known_layouts())
+    for layout in LAYOUTS:
+        s = make_spectrum("k_star", seed=8, wavelength=native_grid(layout))
+        path = write_spectrum(s, tmp_path / f"{layout}.fits", layout)
+        assert sniff_layout(path) == layout
+        target = list_targets(path)[0] if layout == "desi-coadd" else None
+        assert read_spectrum(path, target).meta.variant == layout
 
 
 @pytest.mark.parametrize("layout", list(READ_VARIANT))
@@ -57,8 +60,8 @@ def test_single_spectrum_layouts_round_trip(tmp_path, layout):
 def test_lamost_ids_and_release_quirks(tmp_path):
     s = make_spectrum("m_giant", seed=2)
     ids = s.meta.ids
-    dr1 = read_spectrum(write_spectrum(s, tmp_path / "dr1.fits", "lamost-dr1-image"))
-    dr7 = read_spectrum(write_spectrum(s, tmp_path / "dr7.fits", "lamost-image"))
+    dr1 = read_spectrum(write_spectrum(s, tmp_path / "dr1.fits", "lamost-lrs-dr1-image"))
+    dr7 = read_spectrum(write_spectrum(s, tmp_path / "dr7.fits", "lamost-lrs-image"))
     for r in (dr1, dr7):
         for key in ("designation", "planid", "lmjd", "spid", "fiberid"):
             assert r.meta.ids[key] == ids[key]
@@ -77,7 +80,7 @@ def test_lamost_ids_and_release_quirks(tmp_path):
 
 
 def test_lamost_dr10_table_keeps_the_naxis_quirk(tmp_path):
-    path = write_spectrum(make_spectrum("k_star", seed=1), tmp_path / "123.fits", "lamost-coadd-table")
+    path = write_spectrum(make_spectrum("k_star", seed=1), tmp_path / "123.fits", "lamost-lrs-coadd-table")
     with fits.open(path) as h:
         assert h[0].header["NAXIS"] == 0 and h[0].header["NAXIS1"] == 3909 and h[0].header["NAXIS2"] == 5
         assert h[0].header["DATA_V"] == "LAMOST DR10"
@@ -88,10 +91,10 @@ def test_lamost_dr10_table_keeps_the_naxis_quirk(tmp_path):
 
 def test_gzip_bytes_under_a_fits_name(tmp_path):
     s = make_spectrum("wd_db", seed=5)
-    path = write_spectrum(s, tmp_path / "101008.fits", "lamost-image", gzip=True)
+    path = write_spectrum(s, tmp_path / "101008.fits", "lamost-lrs-image", gzip=True)
     assert path.read_bytes()[:2] == b"\x1f\x8b"
     assert_same(read_spectrum(path), s)
-    gz = write_spectrum(s, tmp_path / "spec.fits.gz", "lamost-dr1-image")
+    gz = write_spectrum(s, tmp_path / "spec.fits.gz", "lamost-lrs-dr1-image")
     assert gzip.decompress(gz.read_bytes())[:6] == b"SIMPLE"
     assert_same(read_spectrum(gz), s)
 
@@ -174,7 +177,7 @@ def test_unknown_layout_and_option(tmp_path):
     with pytest.raises(ValueError, match="unknown layout"):
         write_spectrum(s, tmp_path / "x.fits", "lamost-mrs")
     with pytest.raises(TypeError, match="unknown option"):
-        write_spectrum(s, tmp_path / "x.fits", "lamost-image", flavour="boss")
+        write_spectrum(s, tmp_path / "x.fits", "lamost-lrs-image", flavour="boss")
     assert set(LAYOUTS) == set(READ_VARIANT) | {"desi-coadd"}
 
 

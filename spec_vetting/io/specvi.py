@@ -1,4 +1,4 @@
-"""SpecVI-Bench parquet files (the Spec-o3 RL/benchmark data, ``Maxwell-Jia/SpecVI-Bench``): read rows, write test files.
+"""SpecVI-Bench parquet files (the Spec-o3 RL/benchmark data, ``Maxwell-Jia/SpecVI-Bench``): read rows.
 
 One row per spectrum and task (``SPEC_O3_PROTOCOL.md`` section 7):
 
@@ -11,13 +11,14 @@ One row per spectrum and task (``SPEC_O3_PROTOCOL.md`` section 7):
 - ``images`` (the full-spectrum image; never read here: we render our own) and ``agent_name``.
 
 Reading goes through Arrow's nested arrays so a 1 500-row file with 3 909-value arrays per row does not become
-millions of Python floats. ``extra_info`` stored as JSON text (as some exports do) is accepted too.
+millions of Python floats. ``extra_info`` stored as JSON text (as some exports do) is accepted too. Test and example
+files in this layout are written by :mod:`spec_vetting.fixtures.specvi`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,24 +26,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import CandidateListError
-from ..protocol import SYSTEM_TEXT
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
 IMAGE_PLACEHOLDER = "<image>"
 #: ``data_source`` values that name a task under another key
 DATA_SOURCE_ALIASES = {"cc": "carbon"}
-
-#: class names that open each task's published prompt (protocol section 1); used only for test files we write
-_CLASS_NAMES = {
-    "cv": "Cataclysmic Variables (CV)",
-    "carbon": "Carbon Star (C-type)",
-    "cc": "Carbon Star (C-type)",
-    "ss": "S-type Star",
-    "gm": "M-type Giant",
-    "wd": "White Dwarf",
-}
-
 
 @dataclass
 class SpecVIRow:
@@ -207,86 +196,3 @@ def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
             )
         )
     return rows
-
-
-def default_prompt(task: str) -> str:
-    """A stand-in task text in the published shape, for test files (the real texts are in SpecVI-Bench)."""
-    name = _CLASS_NAMES.get(task, task)
-    return (
-        f"Analyze the provided spectrum to determine if it is a **{name}**.\n\n"
-        "Key visual indicators:\n- (synthetic test prompt)\n\n"
-        "Answer with \\boxed{YES} or \\boxed{NO} inside <answer></answer>."
-    )
-
-
-def write_specvi_parquet(path: str | Path, rows: Iterable[Mapping[str, Any]]) -> Path:
-    """Write rows in the SpecVI-Bench layout (for tests and examples).
-
-    Each row: ``wavelength``, ``flux`` (sequences), ``task`` (the ``data_source``, e.g. ``cv`` or ``cc``),
-    ``label`` (YES/NO), optional ``redshift`` (None is written as null), ``name``, ``index`` (default: the row
-    position), ``prompt`` (the task text without placeholder; default :func:`default_prompt`), ``image`` (PNG bytes).
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    create_type = pa.struct(
-        [("wavelength", pa.list_(pa.float64())), ("flux", pa.list_(pa.float64())), ("redshift", pa.float64())]
-    )
-    extra_type = pa.struct(
-        [
-            ("index", pa.int64()),
-            ("name", pa.string()),
-            ("split", pa.string()),
-            ("tools_kwargs", pa.struct([("spectral_visualization_tool", pa.struct([("create_kwargs", create_type)]))])),
-        ]
-    )
-    message_type = pa.list_(pa.struct([("content", pa.string()), ("role", pa.string())]))
-    image_type = pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))
-
-    cols: dict[str, list] = {k: [] for k in ("data_source", "prompt", "images", "ability", "reward_model",
-                                             "agent_name", "extra_info")}  # fmt: skip
-    for i, r in enumerate(rows):
-        task = str(r["task"])
-        text = r.get("prompt") or default_prompt(task)
-        cols["data_source"].append(task)
-        cols["prompt"].append(
-            [{"content": SYSTEM_TEXT, "role": "system"}, {"content": f"{IMAGE_PLACEHOLDER}\n{text}", "role": "user"}]
-        )
-        image = r.get("image")
-        cols["images"].append([{"bytes": image, "path": None}] if image is not None else [])
-        cols["ability"].append("astronomy")
-        cols["reward_model"].append({"ground_truth": r.get("label"), "style": "rule"})
-        cols["agent_name"].append("tool_agent")
-        z = r.get("redshift")
-        cols["extra_info"].append(
-            {
-                "index": int(r.get("index", i)),
-                "name": r.get("name"),
-                "split": r.get("split", "test"),
-                "tools_kwargs": {
-                    "spectral_visualization_tool": {
-                        "create_kwargs": {
-                            "wavelength": [float(x) for x in np.asarray(r["wavelength"], dtype=np.float64)],
-                            "flux": [float(x) for x in np.asarray(r["flux"], dtype=np.float64)],
-                            "redshift": None if z is None else float(z),
-                        }
-                    }
-                },
-            }
-        )
-    table = pa.table(
-        {
-            "data_source": pa.array(cols["data_source"], pa.string()),
-            "prompt": pa.array(cols["prompt"], message_type),
-            "images": pa.array(cols["images"], image_type),
-            "ability": pa.array(cols["ability"], pa.string()),
-            "reward_model": pa.array(cols["reward_model"], pa.struct([("ground_truth", pa.string()),
-                                                                      ("style", pa.string())])),  # fmt: skip
-            "agent_name": pa.array(cols["agent_name"], pa.string()),
-            "extra_info": pa.array(cols["extra_info"], extra_type),
-        }
-    )
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-    return path

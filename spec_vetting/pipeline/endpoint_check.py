@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
+from ..fixtures.synthetic import make_spectrum
 from ..inspect.loop import run_inspection
 from ..inspect.tasks import get_task
-from ..io.synthetic import make_spectrum
 
 SMOKE_TASK = "cv"
 SMOKE_MAX_TURNS = 2
