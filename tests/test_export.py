@@ -14,7 +14,7 @@ from spec_vetting.errors import SpectrumReadError
 from spec_vetting.export import export_sft, export_verl, verl_rows
 from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.report.run_data import read_run
+from spec_vetting.catalog.read import read_run
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
 from test_eval_support import png, turn_rows, verdict_row, write_catalog
 

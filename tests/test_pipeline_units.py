@@ -9,15 +9,9 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from spec_vetting.catalog import (
-    SCHEMA_VERSION,
-    TURNS_SCHEMA,
-    VERDICTS_SCHEMA,
-    latest_run_id,
-    list_runs,
-    read_turns,
-    read_verdicts,
-)
+from spec_vetting.catalog.healpix import ang2pix_nest, healpix_or_none
+from spec_vetting.catalog.read import latest_run_id, list_runs, read_turns, read_verdicts
+from spec_vetting.catalog.schema import SCHEMA_VERSION, TURNS_SCHEMA, VERDICTS_SCHEMA
 from spec_vetting.errors import ConfigError
 from spec_vetting.pipeline.config import (
     JobConfig,
@@ -27,7 +21,6 @@ from spec_vetting.pipeline.config import (
     job_from_dict,
     load_job,
 )
-from spec_vetting.pipeline.healpix import ang2pix_nest, healpix_or_none
 from spec_vetting.pipeline.plan import WorkItem, build_plan, make_shards, plan_digest
 from spec_vetting.pipeline.store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
 

@@ -10,8 +10,8 @@ import datetime as dt
 import json
 from typing import Any
 
+from ..catalog.healpix import healpix_or_none
 from ..types import InspectionResult
-from .healpix import healpix_or_none
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
+from ..catalog.read import read_manifest, read_verdicts, runs_dir
+from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
 from ..errors import ConfigError, SpecVettingError

@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog import LATEST_FILE, MANIFEST_FILE, RUNS_DIR, TURNS_SCHEMA, VERDICTS_SCHEMA
+from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, RUNS_DIR, TURNS_SCHEMA, VERDICTS_SCHEMA
 
 
 class RunStore:

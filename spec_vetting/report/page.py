@@ -24,10 +24,10 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from ..catalog.read import RunData
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, review_reasons
 from ..evaluate import ABSTAIN_NOTE
 from .review_schema import DECISION_KEYS, DECISIONS, REVIEW_CSV_COLUMNS
-from .run_data import RunData
 
 #: verdict-row columns shown as the candidate's identifiers, in this order, when present and not null
 ID_COLUMNS = ("survey", "variant", "obsid", "designation", "plate", "mjd", "fiberid", "specobjid", "targetid",
