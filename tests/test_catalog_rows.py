@@ -100,6 +100,7 @@ def _package_imports(sub: str) -> set[str]:
         ("catalog", ("spec_vetting.pipeline", "spec_vetting.report", "spec_vetting.evaluate", "spec_vetting.export",
                      "spec_vetting.cli", "spec_vetting.engines")),
         ("io", ("spec_vetting.catalog",)),
+        ("evaluate.py", ("spec_vetting.report",)),
         ("labels.py", ("spec_vetting.",)),
     ],
 )

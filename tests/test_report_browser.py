@@ -89,7 +89,7 @@ def test_xss_payload_stays_inert_text(dom):
 
 
 def test_exported_csv_is_accepted_as_labels_by_eval_and_export(dom, tmp_path):
-    from spec_vetting.report.labels import read_label_file
+    from spec_vetting.catalog.labels import read_label_file
 
     path = tmp_path / "review-run-1.csv"
     path.write_text(dom["result"]["csv"], encoding="utf-8", newline="")

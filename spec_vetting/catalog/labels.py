@@ -1,9 +1,9 @@
 """Ground-truth labels for a run: from the catalog's ``label`` column, a label file, or a review-page export.
 
-A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO) and, optionally, ``task`` (without it a
-label applies to every task of that candidate). The review page's export has the same columns plus ``verdict`` and
-``decision``; an empty ``label`` there is derived from the decision (agree/disagree) when it can be.
-Labels from a file override the catalog's for the rows they name.
+A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO, in the spellings of
+:mod:`spec_vetting.labels`) and, optionally, ``task`` (without it a label applies to every task of that candidate).
+The review page's export has the same columns plus ``verdict`` and ``decision``; an empty ``label`` there is derived
+from the decision (agree/disagree) when it can be. Labels from a file override the catalog's for the rows they name.
 """
 
 from __future__ import annotations
