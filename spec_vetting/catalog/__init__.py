@@ -8,7 +8,7 @@
 - :mod:`.read`: verdict and turn tables, run records, one run as Python records (:class:`~.read.RunData`);
 - :mod:`.labels`: ground truth for a run from the ``label`` column, label files and review-page exports.
 
-The catalog sits above ``inspect`` (it knows an inspection result) and below ``pipeline``, which writes it, and
+The catalog sits above ``inspect`` (label files use its task aliases) and below ``pipeline``, which writes it, and
 evaluation, the review page and export, which read it. It never imports engines, Dask or the pipeline.
 
 The names below are the reading API the README documents (``spec_vetting.catalog.read_verdicts(root)``); code in
