@@ -99,7 +99,7 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
                      shard_size: int | None = None) -> dict:
     from fake_server import FakeOpenAIServer
 
-    from spec_vetting.catalog import read_manifest, read_verdicts
+    from spec_vetting.catalog.read import read_manifest, read_verdicts
     from spec_vetting.pipeline import job_from_dict, runner
 
     cands = _candidates(n)
@@ -130,7 +130,7 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
     # the engine pins each candidate to an endpoint by hash: the busiest endpoint's share bounds the rate
     from collections import Counter
 
-    from spec_vetting.catalog import read_turns
+    from spec_vetting.catalog.read import read_turns
 
     turns = [t for t in read_turns(root, out.run_id, columns=["turn", "endpoint", "latency_s"]).to_pylist()
              if t["turn"] >= 0]

@@ -124,7 +124,7 @@ def workload_from_catalog(root, run_id: str | None = None) -> Workload:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .catalog import read_verdicts
+    from .catalog.read import read_verdicts
 
     table = read_verdicts(root, run_id=run_id)
     table = table.filter(pc.is_in(table["verdict"], value_set=pa.array(["YES", "NO", "UNDECIDED"])))

@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import get_args
 
+from .catalog.labels import canonical_task
 from .confidence import Calibration, calibration
 from .types import Verdict
-from .report.labels import canonical_task
 
 #: every verdict word, in the order tables show them
 VERDICT_COLUMNS: tuple[str, ...] = get_args(Verdict)
@@ -131,7 +131,7 @@ def task_metrics(task: str, rows: list[dict]) -> TaskMetrics:
 
 
 def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
-    """Evaluate verdict rows whose ``label`` is already set (see :func:`spec_vetting.report.labels.attach_labels`)."""
+    """Evaluate verdict rows whose ``label`` is already set (see :func:`spec_vetting.catalog.labels.attach_labels`)."""
     by_task: dict[str, list[dict]] = {}
     unlabelled = 0
     for row in verdicts:

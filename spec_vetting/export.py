@@ -25,12 +25,12 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .catalog.labels import attach_labels
+from .catalog.read import RunData, run_manifest
 from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
 from .inspect.tasks import Task, get_task
 from .types import ImagePart, Message, TextPart
-from .report.labels import attach_labels
-from .report.run_data import RunData, run_manifest
 
 log = logging.getLogger(__name__)
 

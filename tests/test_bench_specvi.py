@@ -64,7 +64,7 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
     # each row was asked with the prompt of the file, not the built-in one
     from spec_vetting.inspect.tasks import get_task
     from spec_vetting.io.candidates import load_candidates
-    from spec_vetting.report.run_data import read_run
+    from spec_vetting.catalog.read import read_run
 
     asked = get_task("cv").with_prompt(load_candidates(data / "test_cv.parquet")[0].prompt).version
     assert {r["prompt_version"] for r in read_run(tmp_path / "cat", with_turns=False).verdicts} == {asked}

@@ -14,7 +14,7 @@ from spec_vetting.errors import SpectrumReadError
 from spec_vetting.export import export_sft, export_verl, verl_rows
 from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.report.run_data import read_run
+from spec_vetting.catalog.read import read_run
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
 from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
@@ -46,7 +46,7 @@ def _review_csv(tmp_path):
 
 
 def test_sft_records_are_confirmed_trajectories_in_sharegpt(tmp_path):
-    from spec_vetting.report.labels import read_label_file
+    from spec_vetting.catalog.labels import read_label_file
 
     out = tmp_path / "sft"
     summary = export_sft(read_run(_catalog(tmp_path)), out, labels=read_label_file(_review_csv(tmp_path)))
@@ -97,7 +97,7 @@ def fake_reader(path, target=None):
 
 
 def test_verl_rows_like_specvi_bench(tmp_path):
-    from spec_vetting.report.labels import read_label_file
+    from spec_vetting.catalog.labels import read_label_file
 
     out = tmp_path / "rl.parquet"
     summary = export_verl(read_run(_catalog(tmp_path)), out, labels=read_label_file(_review_csv(tmp_path)),

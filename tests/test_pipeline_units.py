@@ -9,15 +9,10 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from spec_vetting.catalog import (
-    SCHEMA_VERSION,
-    TURNS_SCHEMA,
-    VERDICTS_SCHEMA,
-    latest_run_id,
-    list_runs,
-    read_turns,
-    read_verdicts,
-)
+from spec_vetting.catalog.healpix import ang2pix_nest, healpix_or_none
+from spec_vetting.catalog.read import latest_run_id, list_runs, read_turns, read_verdicts
+from spec_vetting.catalog.rows import empty_row, rows_to_table
+from spec_vetting.catalog.schema import SCHEMA_VERSION, TURNS_SCHEMA, VERDICTS_SCHEMA
 from spec_vetting.errors import ConfigError
 from spec_vetting.pipeline.config import (
     JobConfig,
@@ -27,9 +22,8 @@ from spec_vetting.pipeline.config import (
     job_from_dict,
     load_job,
 )
-from spec_vetting.pipeline.healpix import ang2pix_nest, healpix_or_none
 from spec_vetting.pipeline.plan import WorkItem, build_plan, make_shards, plan_digest
-from spec_vetting.pipeline.store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
+from spec_vetting.pipeline.store import RunStore, write_json_atomic, write_parquet_atomic
 
 # --- job file --------------------------------------------------------------------------------------------------
 
@@ -176,9 +170,10 @@ def test_readers_on_an_empty_and_a_written_root(tmp_path):
     assert latest_run_id(tmp_path) is None and list_runs(tmp_path) == []
     for run_id, date in (("r1", "2024-01-01"), ("r2", "2024-01-02")):
         store = RunStore(tmp_path, run_id, date)
-        rows = [{"run_id": run_id, "candidate_id": f"c{i}", "verdict": "YES", "n_turns": 1} for i in range(3)]
+        rows = [{**empty_row("verdicts"), "run_id": run_id, "candidate_id": f"c{i}", "verdict": "YES", "n_turns": 1}
+                for i in range(3)]
         write_parquet_atomic(store.partition("verdicts", "cv") / store.part_name("s0"), rows_to_table(rows, "verdicts"))
-        turns = [{"run_id": run_id, "candidate_id": "c0", "turn": -1, "image_png": b"\x89PNG"}]
+        turns = [{**empty_row("turns"), "run_id": run_id, "candidate_id": "c0", "turn": -1, "image_png": b"\x89PNG"}]
         write_parquet_atomic(store.partition("turns", "cv") / store.part_name("s0"), rows_to_table(turns, "turns"))
         write_json_atomic(store.manifest_path, {"run_id": run_id, "run_date": date, "status": "finished",
                                                 "started_at": date})
@@ -328,7 +323,7 @@ def test_final_summary_has_counts_errors_tokens_cache_hits_and_throughput():
 def test_unfinished_parts_of_a_run_are_removed_others_kept(tmp_path):
     store = RunStore(tmp_path, "r1", "2024-01-01")
     other = RunStore(tmp_path, "r0", "2024-01-01")
-    rows = [{"run_id": "r1", "candidate_id": "c", "verdict": "YES"}]
+    rows = [{**empty_row("verdicts"), "run_id": "r1", "candidate_id": "c", "verdict": "YES"}]
     for st, shard in ((store, "s00000-a"), (store, "s00001-b"), (other, "s00001-b")):
         for table in ("verdicts", "turns"):
             write_parquet_atomic(st.partition(table, "cv") / st.part_name(shard),

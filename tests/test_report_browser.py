@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from spec_vetting.report.page import write_page
-from spec_vetting.report.run_data import read_run
+from spec_vetting.catalog.read import read_run
 from test_eval_support import XSS_IMG, XSS_SCRIPT, turn_rows, verdict_row, write_catalog
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -89,7 +89,7 @@ def test_xss_payload_stays_inert_text(dom):
 
 
 def test_exported_csv_is_accepted_as_labels_by_eval_and_export(dom, tmp_path):
-    from spec_vetting.report.labels import read_label_file
+    from spec_vetting.catalog.labels import read_label_file
 
     path = tmp_path / "review-run-1.csv"
     path.write_text(dom["result"]["csv"], encoding="utf-8", newline="")

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from spec_vetting.cli import main
 from spec_vetting.report.page import build_page, json_for_script
-from spec_vetting.report.run_data import read_run
+from spec_vetting.catalog.read import read_run
 from test_eval_support import XSS_IMG, XSS_SCRIPT, png, turn_rows, verdict_row, write_catalog
 
 

@@ -35,10 +35,10 @@ def bench():
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), help="write evaluation plots here")
 def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_process, as_json, plots_dir):
     """Vet every row of the SpecVI-Bench files in FOLDER and print accuracy / F1 per task and macro-F1."""
+    from ..catalog.labels import attach_labels
+    from ..catalog.read import read_run
     from ..evaluate import evaluate, format_text, write_plots
     from ..pipeline import job_from_dict, run_job
-    from ..report.labels import attach_labels
-    from ..report.run_data import read_run
 
     files = sorted(p for p in folder.glob(pattern) if p.is_file())
     if not files:

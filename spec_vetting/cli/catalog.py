@@ -29,7 +29,7 @@ def _check_root(root: str) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def summary(root: str, as_json: bool) -> None:
     """Runs under ROOT with counts by task and verdict, and errors by kind."""
-    from ..catalog import summarize_catalog
+    from ..catalog.read import summarize_catalog
     from ..evaluate import VERDICT_COLUMNS
 
     _check_root(root)
@@ -57,7 +57,7 @@ def summary(root: str, as_json: bool) -> None:
 @click.argument("root", type=click.Path(file_okay=False))
 def runs(root: str) -> None:
     """One line per run: id, status, date, counts."""
-    from ..catalog import latest_run_id, list_runs
+    from ..catalog.read import latest_run_id, list_runs
 
     _check_root(root)
     latest = latest_run_id(root)
@@ -71,7 +71,7 @@ def runs(root: str) -> None:
 @click.argument("table", type=click.Choice(["verdicts", "turns"]))
 def schema(table: str) -> None:
     """Every column of a catalog table with its type, unit and meaning."""
-    from ..catalog import TURNS_SCHEMA, VERDICTS_SCHEMA, column_docs
+    from ..catalog.schema import TURNS_SCHEMA, VERDICTS_SCHEMA, column_docs
 
     for name, type_, unit, desc in column_docs(VERDICTS_SCHEMA if table == "verdicts" else TURNS_SCHEMA):
         click.echo(f"{name:<20} {type_:<22} {unit:<9} {desc}")

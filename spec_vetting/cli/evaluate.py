@@ -11,8 +11,8 @@ from ..errors import SpecVettingError
 
 def load_labelled_run(root, run_id, labels_file):
     """The run's verdict rows with labels attached (file labels override the catalog's)."""
-    from ..report.labels import attach_labels, read_label_file
-    from ..report.run_data import read_run
+    from ..catalog.labels import attach_labels, read_label_file
+    from ..catalog.read import read_run
 
     data = read_run(root, run_id, with_turns=False)
     labels = read_label_file(labels_file) if labels_file else None

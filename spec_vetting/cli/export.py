@@ -21,8 +21,8 @@ _tasks_file_option = click.option(
 
 def _load(root, run_id, labels_file, tasks_file):
     """The run, its labels, and the tasks file that gives back the prompts of tasks not built in."""
-    from ..report.labels import read_label_file
-    from ..report.run_data import read_run, run_tasks_file
+    from ..catalog.labels import read_label_file
+    from ..catalog.read import read_run, run_tasks_file
 
     try:
         data = read_run(root, run_id)

@@ -27,8 +27,8 @@ def report(root, out_dir, run_id, only, threshold, per_file):
     disagree / unsure (kept in the browser) and export a CSV that `spec-vet eval --labels` and
     `spec-vet export sft --labels` accept.
     """
+    from ..catalog.read import read_run
     from ..report.page import write_pages
-    from ..report.run_data import read_run
 
     try:
         data = read_run(root, run_id)

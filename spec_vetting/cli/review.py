@@ -23,8 +23,8 @@ def review_queue(root, threshold, run_id):
 
     Open them in the browser with `spec-vet report ROOT -o DIR --only review-queue`.
     """
+    from ..catalog.read import read_run
     from ..confidence import review_queue as select
-    from ..report.run_data import read_run
 
     try:
         data = read_run(root, run_id, with_turns=False)

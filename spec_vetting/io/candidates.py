@@ -4,7 +4,7 @@ A candidate is (candidate id, optional task, a spectrum source, optional label).
 
 - a table, CSV / Parquet / FITS binary table, with a ``path`` column (also ``file`` or ``filename``; relative paths
   resolve against the table's folder) and optional ``candidate_id``, ``target`` or ``targetid``, ``task``,
-  ``label`` (YES/NO, also yes/no/y/n/1/0/true/false), ``ra``, ``dec`` (degrees) and ``redrock`` (a DESI redshift
+  ``label`` (YES/NO in the spellings of :mod:`spec_vetting.labels`), ``ra``, ``dec`` (degrees) and ``redrock`` (a DESI redshift
   file to join; by default the reader looks for ``redrock-X.fits`` next to ``coadd-X.fits``). Column names are
   matched case-insensitively, other columns are ignored;
 - a directory (searched recursively) or a glob of FITS files: one candidate per file, except DESI coadd/spectra
@@ -40,6 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CandidateListError, SpectrumReadError
+from ..labels import LABEL_HINT, LabelValueError, parse_label
 from ..spectrum import Spectrum, SpectrumMeta
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,6 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "dec": ("dec",),
     "redrock": ("redrock",),
 }
-_LABELS = {"yes": "YES", "y": "YES", "1": "YES", "true": "YES", "no": "NO", "n": "NO", "0": "NO", "false": "NO"}
-
-
 class InlineSpectrum(BaseModel):
     """A spectrum carried in the list itself (SpecVI-Bench rows): observed-frame wavelength (Å) and flux."""
 
@@ -188,16 +186,10 @@ def _as_target(value: Any) -> int | str | None:
 
 
 def _as_label(value: Any, path: Path, row: int) -> str | None:
-    if _blank(value):
-        return None
-    if isinstance(value, (bool, np.bool_)):
-        return "YES" if value else "NO"
-    key = _as_text(value).lower()
-    if key not in _LABELS:
-        raise CandidateListError(
-            path, f"label {value!r} is not YES or NO", row=row, hint="use YES/NO (or yes/no, 1/0, true/false) or leave empty"
-        )
-    return _LABELS[key]
+    try:
+        return parse_label(value)
+    except LabelValueError as exc:
+        raise CandidateListError(path, str(exc), row=row, hint=LABEL_HINT) from None
 
 
 def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int) -> float | None:

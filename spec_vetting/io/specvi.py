@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CandidateListError
+from ..labels import LABEL_HINT, LabelValueError, parse_label
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
@@ -113,14 +114,12 @@ def _scalar_rows(arr, n: int) -> list[Any]:
 
 
 def _as_label(value: Any, path: Path, row: int) -> str | None:
-    if value is None:
-        return None
-    text = str(value).strip().upper()
-    if text in ("YES", "NO"):
-        return text
-    if text == "":
-        return None
-    raise CandidateListError(path, f"reward_model.ground_truth is {value!r}, expected YES or NO", row=row)
+    try:
+        return parse_label(value)
+    except LabelValueError:
+        raise CandidateListError(
+            path, f"reward_model.ground_truth is {value!r}, expected YES or NO", row=row, hint=LABEL_HINT
+        ) from None
 
 
 def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:

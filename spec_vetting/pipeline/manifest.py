@@ -1,7 +1,11 @@
-"""Provenance of a run: code and dependency versions, inputs with checksums, and the run log.
+"""Provenance of a run: the manifest (job, code and dependency versions, engine and model identity, prompts, inputs
+with checksums, counts, timings) and the run log.
 
-The manifest is rewritten (atomically) while the run is in progress and frozen once it finishes; the log only
-grows, with one START line per attempt and one SUCCESS or FAILED line at its end, as batch operators expect.
+The manifest is rewritten (atomically) while the run is in progress and frozen once it finishes:
+:func:`start_manifest` builds it when an attempt starts (a resumed run keeps its first start, its attempts and its
+inputs), :func:`finish_manifest` records the attempt's outcome. It is read back by
+:func:`spec_vetting.catalog.read.read_manifest`. The log only grows, with one START line per attempt and one SUCCESS
+or FAILED line at its end, as batch operators expect.
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
+from ..catalog.schema import MANIFEST_SCHEMA
+
+if TYPE_CHECKING:
+    from .config import JobConfig
+    from .plan import Plan
+
+#: failure messages kept in a failed run's manifest (the log has them all)
+MAX_FAILURES_RECORDED = 50
 
 #: distributions whose versions change results or their files
 DEPENDENCIES = (
@@ -112,3 +125,95 @@ class RunLog:
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(f"{utcnow()} {level} {message}\n")
             fh.flush()
+
+
+def plan_counts(
+    plan: Plan, *, n_candidates: int, n_pairs: int, n_shards: int, shard_size: int, skipped_incremental: int
+) -> dict[str, Any]:
+    """The manifest's ``counts`` as an attempt starts: what was listed, planned, skipped and sharded."""
+    return {
+        "candidates": n_candidates,
+        "pairs_planned": len(plan.items),
+        "pairs_by_task": plan.counts_by_task(),
+        "skipped_task_not_selected": plan.skipped_task_not_selected,
+        "skipped_incremental": skipped_incremental,
+        "pairs": n_pairs,
+        "shards": n_shards,
+        "shard_size": shard_size,
+    }
+
+
+def start_manifest(
+    previous: dict | None,
+    *,
+    run_id: str,
+    run_date: str,
+    digest: str,
+    job: JobConfig,
+    identity,
+    tasks: Mapping[str, Any],
+    renderer_version: str,
+    counts: dict[str, Any],
+    pending_shards: int,
+) -> dict[str, Any]:
+    """The manifest of a run whose attempt starts now, status ``running``.
+
+    ``previous`` is the manifest of the run being resumed (None for a new run): its first ``started_at``, its
+    attempts and its inputs' checksums are kept, and this attempt is appended. ``identity`` is the engine's
+    :class:`EngineIdentity`; ``tasks`` maps each task key to its :class:`~spec_vetting.inspect.tasks.Task`.
+    """
+    previous = previous or {}
+    attempts = list(previous.get("attempts", []))
+    attempts.append({"started_at": utcnow(), "pid": os.getpid(), "pending_shards": pending_shards})
+    return {
+        "run_id": run_id,
+        "run_date": run_date,
+        "status": "running",
+        "schema": MANIFEST_SCHEMA,
+        "plan_digest": digest,
+        "started_at": previous.get("started_at") or utcnow(),
+        "finished_at": None,
+        "attempts": attempts,
+        "job": job.model_dump(mode="json"),
+        "code": code_info(),
+        "dependencies": dependency_versions(),
+        "engine": {
+            "engine": identity.engine,
+            "engine_version": identity.engine_version,
+            "model": identity.model,
+            "model_info": identity.model_info,
+        },
+        # the prompt text itself, so a run can be exported or audited after its tasks file changed
+        "tasks": {
+            key: {"class_name": task.class_name, "prompt_version": task.version, "prompt": task.prompt}
+            for key, task in tasks.items()
+        },
+        "renderer_version": renderer_version,
+        "inputs": previous.get("inputs") or [describe_input(s) for s in job.candidates],
+        "counts": counts,
+    }
+
+
+def finish_manifest(
+    manifest: dict[str, Any], summary: dict[str, Any], *, wall_s: float, inspections: int, failures: list[str]
+) -> None:
+    """Record the end of the current attempt in ``manifest`` (in place): the verdict and error counts and tokens of
+    ``summary`` (the run's done shards), the attempt's wall time and inspections, and the status: ``failed`` with
+    the first failures when there are any, else ``finished`` with the timings."""
+    manifest["counts"]["verdicts_by_task"] = summary["verdicts_by_task"]
+    manifest["counts"]["errors_by_kind"] = summary["errors_by_kind"]
+    manifest["counts"]["verdicts"] = summary["n_verdicts"]
+    manifest["tokens"] = summary["tokens"]
+    attempts = manifest["attempts"]
+    attempts[-1].update(finished_at=utcnow(), wall_s=round(wall_s, 3), inspections=inspections)
+    if failures:
+        manifest["status"] = "failed"
+        manifest["failures"] = failures[:MAX_FAILURES_RECORDED]
+        return
+    manifest["status"] = "finished"
+    manifest["finished_at"] = utcnow()
+    manifest["timings"] = {
+        "wall_s_last_attempt": round(wall_s, 3),
+        "wall_s_all_attempts": round(sum(a.get("wall_s", 0.0) for a in attempts), 3),
+        "inspection_s": summary["inspection_s"],
+    }

@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
+from ..catalog.read import read_manifest, read_verdicts, runs_dir
+from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
-from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
+from .manifest import RunLog, finish_manifest, plan_counts, start_manifest
 from .plan import Plan, build_plan, make_shards, plan_digest
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
@@ -288,51 +289,21 @@ def run_job(
         pending = [s for s in shards if s.shard_id not in done]
         n_done_items = sum(len(s.items) for s in shards if s.shard_id in done)
 
-        manifest = previous or {}
-        attempts = list(manifest.get("attempts", []))
-        attempts.append({"started_at": utcnow(), "pid": os.getpid(), "pending_shards": len(pending)})
-        manifest = {
-            "run_id": run_id,
-            "run_date": run_date,
-            "status": "running",
-            "schema": "spec_vetting.run_manifest/1",
-            "plan_digest": digest,
-            "started_at": manifest.get("started_at") or utcnow(),
-            "finished_at": None,
-            "attempts": attempts,
-            "job": job.model_dump(mode="json"),
-            "code": code_info(),
-            "dependencies": dependency_versions(),
-            "engine": {
-                "engine": identity.engine,
-                "engine_version": identity.engine_version,
-                "model": identity.model,
-                "model_info": identity.model_info,
-            },
-            # the prompt text itself, so a run can be exported or audited after its tasks file changed
-            "tasks": {
-                t: {"class_name": task.class_name, "prompt_version": task.version, "prompt": task.prompt}
-                for t, task in ((t, get_task(t, job.tasks_file)) for t in plan.tasks)
-            },
-            "renderer_version": rversion,
-            "inputs": manifest.get("inputs") or [describe_input(s) for s in job.candidates],
-            "counts": {
-                "candidates": len(candidates),
-                "pairs_planned": len(plan.items),
-                "pairs_by_task": plan.counts_by_task(),
-                "skipped_task_not_selected": plan.skipped_task_not_selected,
-                "skipped_incremental": skipped_incremental,
-                "pairs": len(items),
-                "shards": len(shards),
-                "shard_size": shard_size,
-            },
-        }
+        counts = plan_counts(
+            plan, n_candidates=len(candidates), n_pairs=len(items), n_shards=len(shards), shard_size=shard_size,
+            skipped_incremental=skipped_incremental,
+        )
+        manifest = start_manifest(
+            previous, run_id=run_id, run_date=run_date, digest=digest, job=job, identity=identity,
+            tasks={t: get_task(t, job.tasks_file) for t in plan.tasks}, renderer_version=rversion, counts=counts,
+            pending_shards=len(pending),
+        )
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         verb = "RESUME" if previous else "START"
         runlog.write(
             "INFO",
-            f"{verb} run {run_id} attempt {len(attempts)}: {len(items)} pairs in {len(shards)} shards, "
+            f"{verb} run {run_id} attempt {len(manifest['attempts'])}: {len(items)} pairs in {len(shards)} shards, "
             f"{len(pending)} to do; engine {identity.engine} model {identity.model}; pid {os.getpid()}",
         )
         if previous:
@@ -352,25 +323,11 @@ def run_job(
         summary["inspections_this_attempt"] = done_now
         summary["throughput_per_s"] = round(done_now / wall, 3) if wall > 0 else None
         summary["skipped_incremental"] = skipped_incremental
-        manifest["counts"]["verdicts_by_task"] = summary["verdicts_by_task"]
-        manifest["counts"]["errors_by_kind"] = summary["errors_by_kind"]
-        manifest["counts"]["verdicts"] = summary["n_verdicts"]
-        manifest["tokens"] = summary["tokens"]
-        attempts[-1].update(finished_at=utcnow(), wall_s=round(wall, 3), inspections=done_now)
+        finish_manifest(manifest, summary, wall_s=wall, inspections=done_now, failures=failures)
+        write_json_atomic(store.manifest_path, manifest)
         if failures:
-            manifest["status"] = "failed"
-            manifest["failures"] = failures[:50]
-            write_json_atomic(store.manifest_path, manifest)
             runlog.write("ERROR", f"FAILED run {run_id}: {len(failures)} shard(s) failed; first: {failures[0]}")
             return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
-        manifest["status"] = "finished"
-        manifest["finished_at"] = utcnow()
-        manifest["timings"] = {
-            "wall_s_last_attempt": round(wall, 3),
-            "wall_s_all_attempts": round(sum(a.get("wall_s", 0.0) for a in attempts), 3),
-            "inspection_s": summary["inspection_s"],
-        }
-        write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         runlog.write(
             "INFO",

@@ -21,13 +21,13 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..catalog.rows import error_result, rows_to_table, turn_rows, verdict_row
 from ..engine_interface import Engine
 from ..engines import create_engine
 from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from .plan import WorkItem
-from .rows import error_result, turn_rows, verdict_row
-from .store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
+from .store import RunStore, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
 

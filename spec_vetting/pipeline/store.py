@@ -17,7 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog import LATEST_FILE, MANIFEST_FILE, RUNS_DIR, TURNS_SCHEMA, VERDICTS_SCHEMA
+from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, RUNS_DIR
 
 
 class RunStore:
@@ -150,12 +150,6 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
         write_statistics=True,
     )
     os.replace(tmp, path)
-
-
-def rows_to_table(rows: list[dict], table: str) -> pa.Table:
-    schema = VERDICTS_SCHEMA if table == "verdicts" else TURNS_SCHEMA
-    cols = {f.name: [r.get(f.name) for r in rows] for f in schema}
-    return pa.Table.from_pydict(cols, schema=schema)
 
 
 def write_latest_pointer(root: Path, run_id: str) -> None:

@@ -24,14 +24,17 @@ import re
 from importlib import resources
 from pathlib import Path
 
+from ..catalog.read import RunData
+from ..catalog.review_schema import DECISIONS, REVIEW_CSV_COLUMNS
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, review_reasons
 from ..evaluate import ABSTAIN_NOTE
-from .review_schema import DECISION_KEYS, DECISIONS, REVIEW_CSV_COLUMNS
-from .run_data import RunData
 
 #: verdict-row columns shown as the candidate's identifiers, in this order, when present and not null
 ID_COLUMNS = ("survey", "variant", "obsid", "designation", "plate", "mjd", "fiberid", "specobjid", "targetid",
               "tileid", "healpix", "ra", "dec", "redshift", "path", "target")
+
+#: keyboard shortcut per decision (catalog.review_schema.DECISIONS) on the page
+DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
 
 #: list rows per page; the list of one page is plain text rows, cheap even at this size
 PAGE_SIZE = 1000

@@ -1,7 +1,8 @@
-"""Turn an inspection result (plus its candidate and spectrum) into catalog rows, as dicts keyed by column name.
+"""Turn an inspection result (plus its candidate and spectrum) into catalog rows, and rows into Arrow tables.
 
-The column meanings live in :mod:`spec_vetting.catalog`; this module only fills them. Native survey ids go into
-their own columns (LAMOST obsid, SDSS plate/mjd/fiberid, DESI targetid) so catalog builders can join on them.
+The column meanings live in :mod:`spec_vetting.catalog.schema`; this module only fills them. Native survey ids go
+into their own columns (LAMOST obsid, SDSS plate/mjd/fiberid, DESI targetid) so catalog builders can join on them.
+:func:`rows_to_table` checks each row against the schema, so a column added on one side only fails loudly.
 """
 
 from __future__ import annotations
@@ -10,8 +11,11 @@ import datetime as dt
 import json
 from typing import Any
 
+import pyarrow as pa
+
 from ..types import InspectionResult
 from .healpix import healpix_or_none
+from .schema import table_schema
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -118,7 +122,7 @@ def turn_rows(result: InspectionResult, *, run_id: str, shard_id: str) -> list[d
     rows = []
     base = {"run_id": run_id, "candidate_id": str(result.candidate_id), "shard_id": shard_id}
     if result.initial_image_png:
-        rows.append({**base, "turn": -1, "image_png": result.initial_image_png})
+        rows.append({**empty_row("turns"), **base, "turn": -1, "image_png": result.initial_image_png})
     for t in result.turns:
         lo, hi = (t.zoom_window if t.zoom_window is not None else (None, None))
         rows.append(
@@ -160,3 +164,34 @@ def error_result(
         renderer_version=renderer_version,
         attempts=0,
     )
+
+
+def empty_row(table: str) -> dict[str, Any]:
+    """A row of ``table`` with every column null: the start of a row that fills only some columns on purpose."""
+    return dict.fromkeys(table_schema(table).names)
+
+
+def rows_to_table(rows: list[dict[str, Any]], table: str) -> pa.Table:
+    """Rows (dicts keyed by column name) as an Arrow table with ``table``'s schema (verdicts or turns).
+
+    Every row must carry exactly the schema's columns: a key the schema lacks (a new column not yet in
+    :mod:`.schema`) or a column a row lacks (a row builder that forgot it) is a ValueError naming the key, not a
+    column silently dropped or left null. Start from :func:`empty_row` to leave columns null on purpose.
+    """
+    schema = table_schema(table)
+    names = schema.names
+    expected = set(names)
+    for i, row in enumerate(rows):
+        if row.keys() != expected:
+            unknown = sorted(k for k in row if k not in expected)
+            missing = [n for n in names if n not in row]
+            problems = []
+            if unknown:
+                problems.append(
+                    f"unknown column(s) {', '.join(map(repr, unknown))} (add them to the {table} schema in "
+                    "spec_vetting/catalog/schema.py)"
+                )
+            if missing:
+                problems.append(f"missing column(s) {', '.join(map(repr, missing))}")
+            raise ValueError(f"{table} row {i} (candidate {row.get('candidate_id')!r}): {'; '.join(problems)}")
+    return pa.Table.from_pydict({n: [r[n] for r in rows] for n in names}, schema=schema)

@@ -1,4 +1,4 @@
-"""The output catalog: explicit Arrow schemas of ``verdicts`` and ``turns``, and the readers of a catalog root.
+"""The output catalog's layout and its explicit Arrow schemas of ``verdicts`` and ``turns``.
 
 A catalog root accumulates runs::
 
@@ -15,19 +15,13 @@ Images are stored once, as PNG bytes in ``turns.image_png``: the full view the m
 ``turn = -1`` (no assistant text), each zoom picture is on the turn whose tool call produced it.
 
 Each field carries ``description`` and, where it has one, ``unit`` in its metadata; the schema metadata carries
-``spec_vetting.schema`` (the table name) and ``spec_vetting.schema_version``. This module never imports engines or
-Dask.
+``spec_vetting.schema`` (the table name) and ``spec_vetting.schema_version``. Readers are in
+:mod:`spec_vetting.catalog.read`, the row builders in :mod:`spec_vetting.catalog.rows`.
 """
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
-
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
 SCHEMA_VERSION = "1.0"
@@ -35,6 +29,11 @@ SCHEMA_VERSION = "1.0"
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
 MANIFEST_FILE = "manifest.json"
+#: the ``schema`` field of every run manifest
+MANIFEST_SCHEMA = "spec_vetting.run_manifest/1"
+
+#: the tables of a catalog root, each a hive-partitioned dataset under ROOT/<table>/
+TABLES = ("verdicts", "turns")
 
 
 def _f(name: str, type_: pa.DataType, description: str, unit: str | None = None, nullable: bool = True) -> pa.Field:
@@ -142,124 +141,15 @@ def column_docs(schema: pa.Schema) -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def _dataset(root: str | os.PathLike, table: str, schema: pa.Schema) -> ds.Dataset | None:
-    folder = Path(root) / table
-    if not folder.is_dir():
-        return None
-    full = pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)
-    return ds.dataset(
-        str(folder),
-        format="parquet",
-        schema=full,
-        partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
-    )
+def table_schema(table: str) -> pa.Schema:
+    """The schema of ``verdicts`` or ``turns`` (without the partition columns); any other name is an error."""
+    if table == "verdicts":
+        return VERDICTS_SCHEMA
+    if table == "turns":
+        return TURNS_SCHEMA
+    raise ValueError(f"no catalog table {table!r}: the tables are {', '.join(TABLES)}")
 
 
-def _read(root, table: str, schema: pa.Schema, run_id: str | None, extra_filter=None, columns=None) -> pa.Table:
-    dataset = _dataset(root, table, schema)
-    if dataset is None:
-        full = pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)
-        empty = full.empty_table()
-        return empty.select(columns) if columns else empty
-    flt = None
-    if run_id is not None:
-        flt = pc.field("run_id") == run_id
-    if extra_filter is not None:
-        flt = extra_filter if flt is None else flt & extra_filter
-    return dataset.to_table(filter=flt, columns=columns)
-
-
-def read_verdicts(root: str | os.PathLike, run_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
-    """Verdict rows under ``root``: every run when ``run_id`` is None, else that run only (use
-    :func:`latest_run_id` for the latest). Includes the partition columns ``run_date`` and ``task``."""
-    return _read(root, "verdicts", VERDICTS_SCHEMA, run_id, columns=columns)
-
-
-def read_turns(
-    root: str | os.PathLike,
-    run_id: str | None = None,
-    candidate_ids: list[str] | None = None,
-    columns: list[str] | None = None,
-) -> pa.Table:
-    """Turn rows under ``root`` (every run when ``run_id`` is None), optionally only for some candidates."""
-    flt = None
-    if candidate_ids is not None:
-        flt = pc.field("candidate_id").isin(pa.array(list(candidate_ids), pa.string()))
-    return _read(root, "turns", TURNS_SCHEMA, run_id, extra_filter=flt, columns=columns)
-
-
-def runs_dir(root: str | os.PathLike) -> Path:
-    return Path(root) / RUNS_DIR
-
-
-def read_manifest(root: str | os.PathLike, run_id: str) -> dict:
-    """The manifest of one run, as a dict (status, job, versions, counts, timings ...)."""
-    path = runs_dir(root) / run_id / MANIFEST_FILE
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def list_runs(root: str | os.PathLike) -> list[dict]:
-    """Every run recorded under ``root``, oldest first: dicts with run_id, run_date, status, started_at, counts."""
-    base = runs_dir(root)
-    if not base.is_dir():
-        return []
-    runs = []
-    for d in base.iterdir():
-        if not (d / MANIFEST_FILE).is_file():
-            continue
-        try:
-            m = read_manifest(root, d.name)
-        except (OSError, ValueError):
-            continue  # a manifest being replaced right now, or damaged: not a run we can describe
-        runs.append(
-            {
-                "run_id": m.get("run_id", d.name),
-                "run_date": m.get("run_date"),
-                "status": m.get("status"),
-                "started_at": m.get("started_at"),
-                "finished_at": m.get("finished_at"),
-                "counts": m.get("counts", {}),
-                "engine": (m.get("engine") or {}).get("engine"),
-                "model": (m.get("engine") or {}).get("model"),
-            }
-        )
-    runs.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]))
-    return runs
-
-
-def latest_run_id(root: str | os.PathLike) -> str | None:
-    """The latest run under ``root`` (the ``_runs/LATEST`` pointer, else the last one started), or None."""
-    pointer = runs_dir(root) / LATEST_FILE
-    if pointer.is_file():
-        run_id = pointer.read_text(encoding="utf-8").strip()
-        if run_id and (runs_dir(root) / run_id).is_dir():
-            return run_id
-    runs = list_runs(root)
-    return runs[-1]["run_id"] if runs else None
-
-
-def summarize_catalog(root: str | os.PathLike) -> dict:
-    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself."""
-    table = read_verdicts(root, columns=["run_id", "task", "verdict", "error_kind"])
-    counts: dict[str, dict[str, dict[str, int]]] = {}
-    errors: dict[str, dict[str, int]] = {}
-    for r in table.to_pylist():
-        by_task = counts.setdefault(r["run_id"], {}).setdefault(r["task"], {})
-        by_task[r["verdict"]] = by_task.get(r["verdict"], 0) + 1
-        if r["verdict"] == "ERROR":
-            e = errors.setdefault(r["run_id"], {})
-            kind = r["error_kind"] or "error"
-            e[kind] = e.get(kind, 0) + 1
-    runs = list_runs(root)
-    known = {r["run_id"] for r in runs}
-    # rows of a run whose manifest is gone still count
-    runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
-    return {
-        "root": str(root),
-        "latest_run_id": latest_run_id(root),
-        "runs": [
-            {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
-        ],
-        "n_rows": table.num_rows,
-    }
+def with_partitions(schema: pa.Schema) -> pa.Schema:
+    """``schema`` plus the hive partition columns, as a reader of ROOT/<table>/ sees it."""
+    return pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)

@@ -1,9 +1,9 @@
 """Ground-truth labels for a run: from the catalog's ``label`` column, a label file, or a review-page export.
 
-A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO) and, optionally, ``task`` (without it a
-label applies to every task of that candidate). The review page's export has the same columns plus ``verdict`` and
-``decision``; an empty ``label`` there is derived from the decision (agree/disagree) when it can be.
-Labels from a file override the catalog's for the rows they name.
+A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO, in the spellings of
+:mod:`spec_vetting.labels`) and, optionally, ``task`` (without it a label applies to every task of that candidate).
+The review page's export has the same columns plus ``verdict`` and ``decision``; an empty ``label`` there is derived
+from the decision (agree/disagree) when it can be. Labels from a file override the catalog's for the rows they name.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import CandidateListError
 from ..inspect.prompts import DATA_SOURCE_ALIASES
+from ..labels import LABEL_HINT, LabelValueError, parse_label
 from .review_schema import label_from_decision
 
 LabelKey = tuple[str, str | None]  # (candidate_id, task or None = any task)
@@ -23,19 +24,11 @@ def canonical_task(task: str | None) -> str | None:
 
 
 def normalise_label(value, *, path="labels", row: int | None = None) -> str | None:
-    """YES/NO (any case, also true/false/1/0) -> "YES"/"NO"; empty -> None; anything else is an error."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return "YES" if value else "NO"
-    text = str(value).strip().upper()
-    if text in ("", "NONE", "NAN", "NULL"):
-        return None
-    if text in ("YES", "Y", "TRUE", "1", "T"):
-        return "YES"
-    if text in ("NO", "N", "FALSE", "0", "F"):
-        return "NO"
-    raise CandidateListError(path, f"label {value!r} is not YES or NO", row=row, hint="use YES, NO or leave it empty")
+    """The label as "YES", "NO" or None (spellings: :mod:`spec_vetting.labels`); else a CandidateListError."""
+    try:
+        return parse_label(value)
+    except LabelValueError as exc:
+        raise CandidateListError(path, str(exc), row=row, hint=LABEL_HINT) from None
 
 
 def read_label_file(path) -> dict[LabelKey, str]:

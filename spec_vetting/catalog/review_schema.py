@@ -1,4 +1,5 @@
-"""The reviewer's vocabulary and the CSV the review page exports: one list drives the page, the readers and tests.
+"""The reviewer's vocabulary and the CSV the review page exports: one list drives the page (``report/page.py``), the
+label reader (:mod:`.labels`) and tests.
 
 A decision is about the agent's verdict: ``agree`` (the verdict is right), ``disagree`` (it is wrong; for a YES/NO
 verdict the label is the other word) or ``unsure``. The page writes the label it implies into the ``label`` column,
@@ -8,9 +9,6 @@ so ``spec-vet eval --labels`` and ``spec-vet export sft`` read the file like any
 from __future__ import annotations
 
 DECISIONS = ("agree", "disagree", "unsure")
-
-#: keyboard shortcut per decision on the page
-DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
 
 #: columns of the exported CSV, in order
 REVIEW_CSV_COLUMNS = ("candidate_id", "task", "verdict", "decision", "label", "comment", "reviewer")

@@ -1,0 +1,234 @@
+"""Reading a catalog root: verdict and turn rows (Arrow tables), run records, and one run as plain Python records.
+
+The layout is :mod:`spec_vetting.catalog.schema`'s (ROOT/verdicts/run_date=.../task=.../*.parquet and
+ROOT/turns/..., hive partitioned; ROOT/_runs/<run_id>/manifest.json). :func:`read_verdicts` and :func:`read_turns`
+return Arrow tables with the partition columns added back; :func:`read_run` gives evaluation, the review page and
+export one run as dicts (:class:`RunData`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from ..errors import SpecVettingError
+from .schema import LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, table_schema, with_partitions
+
+# ---------------------------------------------------------------------------------------------------- tables and runs
+
+
+def _dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
+    folder = Path(root) / table
+    if not folder.is_dir():
+        return None
+    return ds.dataset(
+        str(folder),
+        format="parquet",
+        schema=with_partitions(table_schema(table)),
+        partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+    )
+
+
+def _read(root, table: str, run_id: str | None, extra_filter=None, columns=None) -> pa.Table:
+    dataset = _dataset(root, table)
+    if dataset is None:
+        empty = with_partitions(table_schema(table)).empty_table()
+        return empty.select(columns) if columns else empty
+    flt = None
+    if run_id is not None:
+        flt = pc.field("run_id") == run_id
+    if extra_filter is not None:
+        flt = extra_filter if flt is None else flt & extra_filter
+    return dataset.to_table(filter=flt, columns=columns)
+
+
+def read_verdicts(root: str | os.PathLike, run_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
+    """Verdict rows under ``root``: every run when ``run_id`` is None, else that run only (use
+    :func:`latest_run_id` for the latest). Includes the partition columns ``run_date`` and ``task``."""
+    return _read(root, "verdicts", run_id, columns=columns)
+
+
+def read_turns(
+    root: str | os.PathLike,
+    run_id: str | None = None,
+    candidate_ids: list[str] | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """Turn rows under ``root`` (every run when ``run_id`` is None), optionally only for some candidates."""
+    flt = None
+    if candidate_ids is not None:
+        flt = pc.field("candidate_id").isin(pa.array(list(candidate_ids), pa.string()))
+    return _read(root, "turns", run_id, extra_filter=flt, columns=columns)
+
+
+def runs_dir(root: str | os.PathLike) -> Path:
+    return Path(root) / RUNS_DIR
+
+
+def read_manifest(root: str | os.PathLike, run_id: str) -> dict:
+    """The manifest of one run, as a dict (status, job, versions, counts, timings ...)."""
+    path = runs_dir(root) / run_id / MANIFEST_FILE
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def list_runs(root: str | os.PathLike) -> list[dict]:
+    """Every run recorded under ``root``, oldest first: dicts with run_id, run_date, status, started_at, counts."""
+    base = runs_dir(root)
+    if not base.is_dir():
+        return []
+    runs = []
+    for d in base.iterdir():
+        if not (d / MANIFEST_FILE).is_file():
+            continue
+        try:
+            m = read_manifest(root, d.name)
+        except (OSError, ValueError):
+            continue  # a manifest being replaced right now, or damaged: not a run we can describe
+        runs.append(
+            {
+                "run_id": m.get("run_id", d.name),
+                "run_date": m.get("run_date"),
+                "status": m.get("status"),
+                "started_at": m.get("started_at"),
+                "finished_at": m.get("finished_at"),
+                "counts": m.get("counts", {}),
+                "engine": (m.get("engine") or {}).get("engine"),
+                "model": (m.get("engine") or {}).get("model"),
+            }
+        )
+    runs.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]))
+    return runs
+
+
+def latest_run_id(root: str | os.PathLike) -> str | None:
+    """The latest run under ``root`` (the ``_runs/LATEST`` pointer, else the last one started), or None."""
+    pointer = runs_dir(root) / LATEST_FILE
+    if pointer.is_file():
+        run_id = pointer.read_text(encoding="utf-8").strip()
+        if run_id and (runs_dir(root) / run_id).is_dir():
+            return run_id
+    runs = list_runs(root)
+    return runs[-1]["run_id"] if runs else None
+
+
+def summarize_catalog(root: str | os.PathLike) -> dict:
+    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself."""
+    table = read_verdicts(root, columns=["run_id", "task", "verdict", "error_kind"])
+    counts: dict[str, dict[str, dict[str, int]]] = {}
+    errors: dict[str, dict[str, int]] = {}
+    for r in table.to_pylist():
+        by_task = counts.setdefault(r["run_id"], {}).setdefault(r["task"], {})
+        by_task[r["verdict"]] = by_task.get(r["verdict"], 0) + 1
+        if r["verdict"] == "ERROR":
+            e = errors.setdefault(r["run_id"], {})
+            kind = r["error_kind"] or "error"
+            e[kind] = e.get(kind, 0) + 1
+    runs = list_runs(root)
+    known = {r["run_id"] for r in runs}
+    # rows of a run whose manifest is gone still count
+    runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
+    return {
+        "root": str(root),
+        "latest_run_id": latest_run_id(root),
+        "runs": [
+            {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
+        ],
+        "n_rows": table.num_rows,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------- one run as records
+
+
+class CatalogReadError(SpecVettingError):
+    """ROOT holds no readable verdict catalog, or not the run asked for."""
+
+    kind = "catalog_read_error"
+
+
+@dataclass
+class RunData:
+    """One run of a catalog root as Python records: its verdict rows and, per (candidate, task), its turn rows."""
+
+    root: str
+    run_id: str
+    verdicts: list[dict[str, Any]]
+    #: (candidate_id, task) -> turn rows sorted by turn number (turn -1 = the full view)
+    turns: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def initial_image(self, candidate_id: str, task: str) -> bytes | None:
+        """The full-spectrum picture the model saw first: the image of the turn -1 row."""
+        for row in self.turns.get((candidate_id, task), []):
+            if row.get("turn") == -1 and row.get("image_png"):
+                return row["image_png"]
+        return None
+
+    def assistant_turns(self, candidate_id: str, task: str) -> list[dict[str, Any]]:
+        return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
+
+
+def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> RunData:
+    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None."""
+    root = Path(root)
+    if not (root / "verdicts").is_dir():
+        raise CatalogReadError(
+            f"{root}: no verdicts/ folder here; pass the --out folder of a `spec-vet run` (the catalog root)"
+        )
+    if run_id is None:
+        run_id = latest_run_id(root)
+    if run_id is None:  # no run manifest: take the newest run present in the rows
+        table = read_verdicts(root, columns=["run_id", "run_date"])
+        if table.num_rows == 0:
+            raise CatalogReadError(f"{root}: the catalog holds no run yet; run `spec-vet run` first")
+        run_id = _latest(table)
+    verdicts = read_verdicts(root, run_id=run_id)
+    if verdicts.num_rows == 0:
+        raise CatalogReadError(
+            f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"
+        )
+    data = RunData(root=str(root), run_id=str(run_id), verdicts=verdicts.to_pylist())
+    if with_turns:
+        data.turns = _read_turns(root, str(run_id))
+    return data
+
+
+def run_manifest(root, run_id: str) -> dict:
+    """ROOT/_runs/<run_id>/manifest.json as written by the pipeline; {} when it is absent or unreadable."""
+    try:
+        return read_manifest(root, str(run_id))
+    except (OSError, ValueError):
+        return {}
+
+
+def run_tasks_file(root, run_id: str) -> str | None:
+    """The ``--tasks-file`` the run was started with (as recorded; may be relative to where it was started)."""
+    job = run_manifest(root, run_id).get("job") or {}
+    value = job.get("tasks_file") if isinstance(job, dict) else None
+    return str(value) if value else None
+
+
+def _latest(table: pa.Table) -> str:
+    """The run with the newest run_date; run ids break ties (they sort by start time in the pipeline's naming)."""
+    return max(zip(table.column("run_date").to_pylist(), table.column("run_id").to_pylist()))[1]
+
+
+def _read_turns(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    try:
+        table = read_turns(root, run_id=run_id)
+    except FileNotFoundError:
+        return out
+    for row in table.to_pylist():
+        key = (str(row["candidate_id"]), str(row["task"]))
+        out.setdefault(key, []).append(row)
+    for rows in out.values():
+        rows.sort(key=lambda r: r.get("turn") if r.get("turn") is not None else 0)
+    return out
