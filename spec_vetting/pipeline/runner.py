@@ -24,7 +24,7 @@ from typing import Any, Callable
 from ..catalog import RUNS_DIR, read_manifest, read_verdicts, runs_dir
 from ..engines import create_engine, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
-from ..errors import ConfigError, SpecVettingError
+from ..errors import ConfigError, RunFailedError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, code_info, dependency_versions, describe_input, utcnow
@@ -33,12 +33,6 @@ from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
-
-
-class RunFailedError(SpecVettingError):
-    """The run could not finish; what is done is kept and the same command resumes it."""
-
-    kind = "run_failed"
 
 
 @dataclass

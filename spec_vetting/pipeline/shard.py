@@ -24,18 +24,12 @@ from typing import Any
 from ..engine_interface import Engine
 from ..engines import create_engine
 from ..types import InspectionContext, Sampling
-from ..errors import SpecVettingError
+from ..errors import ShardFailedError, SpecVettingError
 from .plan import WorkItem
 from .rows import error_result, turn_rows, verdict_row
 from .store import RunStore, rows_to_table, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
-
-
-class ShardFailedError(SpecVettingError):
-    """A whole shard could not run (engine start failed, output not writable ...); rerun to retry it."""
-
-    kind = "shard_failed"
 
 
 @dataclass

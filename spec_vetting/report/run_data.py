@@ -14,13 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from .. import catalog
-from ..errors import SpecVettingError
-
-
-class CatalogReadError(SpecVettingError):
-    """ROOT holds no readable verdict catalog, or not the run asked for."""
-
-    kind = "catalog_read_error"
+from ..errors import CatalogReadError
 
 
 @dataclass
