@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 
+def _rebuild(cls, args: tuple, kwargs: dict, state: dict):
+    """Unpickle an error built with keyword arguments (Exception's default pickling passes only the message)."""
+    error = cls(*args, **kwargs)
+    error.__dict__.update(state)
+    return error
+
+
 class SpecVettingError(Exception):
-    """Base class of every error this package raises on purpose."""
+    """Base class of every error this package raises on purpose.
+
+    Errors cross process boundaries (a Dask worker's shard, a pool's task), so each one pickles: a subclass whose
+    constructor takes more than the message sets ``_init`` to its constructor's (args, kwargs).
+    """
 
     #: a short machine-readable kind, recorded as ``error_kind`` in catalogs
     kind = "error"
+
+    def __reduce__(self):
+        init = self.__dict__.get("_init")
+        if init is None:
+            return super().__reduce__()
+        args, kwargs = init
+        state = {k: v for k, v in self.__dict__.items() if k != "_init"}
+        return (_rebuild, (type(self), args, kwargs, state))
 
 
 class SpectrumReadError(SpecVettingError):
@@ -16,6 +35,7 @@ class SpectrumReadError(SpecVettingError):
     kind = "read_error"
 
     def __init__(self, path, reason: str, *, target=None, hint: str | None = None):
+        self._init = ((path, reason), {"target": target, "hint": hint})
         self.path = str(path)
         self.reason = reason
         self.target = target
@@ -45,6 +65,7 @@ class CandidateListError(SpecVettingError):
     kind = "candidate_list_error"
 
     def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
+        self._init = ((path, reason), {"row": row, "hint": hint})
         self.path = str(path)
         self.row = row
         self.reason = reason
@@ -74,6 +95,7 @@ class EngineError(SpecVettingError):
     kind = "engine_error"
 
     def __init__(self, message: str, *, kind: str | None = None, endpoint: str | None = None):
+        self._init = ((message,), {"kind": kind, "endpoint": endpoint})
         if kind:
             self.kind = kind
         self.endpoint = endpoint
@@ -84,3 +106,27 @@ class EndpointUnavailableError(EngineError):
     """The endpoint an inspection was pinned to died; the inspection should be rerun on another one."""
 
     kind = "endpoint_unavailable"
+
+
+class CatalogReadError(SpecVettingError):
+    """ROOT holds no readable verdict catalog, or not the run asked for."""
+
+    kind = "catalog_read_error"
+
+
+class RunLockedError(SpecVettingError):
+    """Another `spec-vet run` holds the catalog root."""
+
+    kind = "run_locked"
+
+
+class ShardFailedError(SpecVettingError):
+    """A whole shard could not run (engine start failed, output not writable ...); rerun to retry it."""
+
+    kind = "shard_failed"
+
+
+class RunFailedError(SpecVettingError):
+    """The run could not finish; what is done is kept and the same command resumes it."""
+
+    kind = "run_failed"

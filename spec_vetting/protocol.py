@@ -37,6 +37,13 @@ IMAGE_MARKUP = "<|vision_start|><|image_pad|><|vision_end|>"
 TOOL_RESPONSE_OPEN = "<tool_response>\n"
 TOOL_RESPONSE_CLOSE = "\n</tool_response>"
 
+#: Other keys that name a built-in task: SpecVI-Bench's ``data_source`` "cc" (protocol section 1) and the short
+#: forms users type. The one table: task lists, label files, SpecVI-Bench rows and the rules engine all read it.
+TASK_ALIASES = {"cc": "carbon", "cs": "carbon", "mg": "gm", "s": "ss"}
+
+#: how a SpecVI-Bench prompt marks where the full-view image goes (the start of the user text)
+IMAGE_PLACEHOLDER = "<image>"
+
 #: Training limits (protocol section 2.7).
 MAX_ASSISTANT_TURNS = 8
 MAX_TOOL_RESPONSE_CHARS = 1024

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-import spec_vetting
 from spec_vetting.catalog.rows import empty_row, error_result, rows_to_table, turn_rows, verdict_row
 from spec_vetting.catalog.schema import TURNS_SCHEMA, VERDICTS_SCHEMA
 from spec_vetting.types import InspectionResult, ToolCall, Turn, Usage
@@ -63,47 +60,3 @@ def test_empty_row_and_unknown_table():
     assert rows_to_table([], "verdicts").schema == VERDICTS_SCHEMA
     with pytest.raises(ValueError, match="no catalog table 'verdict'"):
         rows_to_table([], "verdict")
-
-
-def _imports(path: Path, package: str) -> set[str]:
-    """Absolute names of the spec_vetting modules a file imports (relative imports resolved)."""
-    out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")
-            if node.level:
-                base = base[: len(base) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            out.add(name)
-            out.update(f"{name}.{a.name}" for a in node.names)
-    return {n for n in out if n.startswith("spec_vetting")}
-
-
-def _package_imports(sub: str) -> set[str]:
-    root = Path(spec_vetting.__file__).parent
-    target = root / sub
-    files = [target] if target.suffix == ".py" else sorted(target.rglob("*.py"))
-    names = set()
-    for f in files:
-        package = ".".join(f.relative_to(root.parent).parts[:-1])  # what a level-1 relative import starts from
-        names |= _imports(f, package)
-    return names
-
-
-@pytest.mark.parametrize(
-    ("sub", "forbidden"),
-    [
-        ("catalog", ("spec_vetting.pipeline", "spec_vetting.report", "spec_vetting.evaluate", "spec_vetting.export",
-                     "spec_vetting.cli", "spec_vetting.engines")),
-        ("io", ("spec_vetting.catalog",)),
-        ("evaluate.py", ("spec_vetting.report",)),
-        ("labels.py", ("spec_vetting.",)),
-    ],
-)
-def test_catalog_layering(sub, forbidden):
-    bad = sorted(n for n in _package_imports(sub) if n.startswith(forbidden))
-    assert not bad, f"{sub} imports {bad}"

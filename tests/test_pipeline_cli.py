@@ -43,15 +43,37 @@ SCRIPT = [
 ]
 
 
+#: kill -9 in the middle of a run, from outside the package: with ``--threads`` shards run in the run's own
+#: process, so this SIGKILLs it as soon as the Nth shard's done marker is written. Killing right after the marker,
+#: in the shard that wrote it, makes the count deterministic (a check in the run loop would race the workers).
+KILL_AFTER_ENV = "SPEC_VETTING_TEST_KILL_AFTER_SHARDS"
+KILL_AFTER_SHARDS = textwrap.dedent(
+    f"""
+    import os, signal
+    if os.environ.get({KILL_AFTER_ENV!r}):
+        import spec_vetting.pipeline.shard as _shard
+        _kill_after = int(os.environ[{KILL_AFTER_ENV!r}])
+        _write = _shard.write_json_atomic
+
+        def _write_then_maybe_die(path, obj, *a, **k):
+            out = _write(path, obj, *a, **k)
+            if str(path).endswith(".done") and len(list(path.parent.glob("*.done"))) >= _kill_after:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return out
+
+        _shard.write_json_atomic = _write_then_maybe_die
+    """
+)
+
+
 def _env(tmp_path: Path, fast_render: bool = True, **extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPEC_VETTING_JOB__")}
-    env.pop("SPEC_VETTING_TEST_KILL_AFTER_SHARDS", None)
+    env.pop(KILL_AFTER_ENV, None)
     paths = [str(REPO)]
-    if fast_render:
-        site = tmp_path / "_site"
-        site.mkdir(exist_ok=True)
-        (site / "sitecustomize.py").write_text(FAST_RENDER)
-        paths.insert(0, str(site))
+    site = tmp_path / "_site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text((FAST_RENDER if fast_render else "") + KILL_AFTER_SHARDS)
+    paths.insert(0, str(site))
     env["PYTHONPATH"] = os.pathsep.join(paths + [env.get("PYTHONPATH", "")])
     env["_TEST_CWD"] = str(tmp_path)
     env.update(extra)
@@ -122,7 +144,7 @@ def test_kill_9_then_resume_gives_the_uninterrupted_catalog(tmp_path):
     r = _run(["run", ref_job], env)
     assert r.returncode == 0, r.stderr
 
-    r = _run(["run", job], {**env, "SPEC_VETTING_TEST_KILL_AFTER_SHARDS": "1"})
+    r = _run(["run", job], {**env, KILL_AFTER_ENV: "1"})
     assert r.returncode == -signal.SIGKILL
     [run_dir] = (tmp_path / "cat" / "_runs").glob("2*")
     assert read_manifest(tmp_path / "cat", run_dir.name)["status"] == "running"

@@ -14,8 +14,9 @@ import pytest
 from spec_vetting.catalog.read import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
 from spec_vetting.errors import ConfigError, SpectrumReadError
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.pipeline import job_from_dict, runner, shard
-from spec_vetting.pipeline.lock import RootLock, RunLockedError
+from spec_vetting.pipeline import job_from_dict, runner
+from spec_vetting.errors import RunLockedError
+from spec_vetting.pipeline.lock import RootLock
 from spec_vetting.pipeline.store import RunStore
 
 ANSWER_YES = "<think>Broad Balmer emission.</think>\n<answer>\\boxed{YES} broad H alpha</answer>"
@@ -94,7 +95,6 @@ def fast_render(monkeypatch):
 def fake_candidates(monkeypatch):
     holder = {"cands": _cands()}
     monkeypatch.setattr(runner, "load_all_candidates", lambda sources: holder["cands"])
-    monkeypatch.delenv(shard.KILL_AFTER_ENV, raising=False)
     return holder
 
 

@@ -12,15 +12,15 @@ import csv
 from pathlib import Path
 
 from ..errors import CandidateListError
-from ..inspect.prompts import DATA_SOURCE_ALIASES
 from ..labels import LABEL_HINT, LabelValueError, parse_label
+from ..protocol import TASK_ALIASES
 from .review_schema import label_from_decision
 
 LabelKey = tuple[str, str | None]  # (candidate_id, task or None = any task)
 
 
 def canonical_task(task: str | None) -> str | None:
-    return None if task is None else DATA_SOURCE_ALIASES.get(str(task), str(task))
+    return None if task is None else TASK_ALIASES.get(str(task), str(task))
 
 
 def normalise_label(value, *, path="labels", row: int | None = None) -> str | None:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ..errors import SpecVettingError
+from ..errors import CatalogReadError
 from .schema import LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, table_schema, with_partitions
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
@@ -146,12 +146,6 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- one run as records
-
-
-class CatalogReadError(SpecVettingError):
-    """ROOT holds no readable verdict catalog, or not the run asked for."""
-
-    kind = "catalog_read_error"
 
 
 @dataclass

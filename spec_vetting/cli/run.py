@@ -174,8 +174,8 @@ def run(job_file, example, fresh, progress, **opts):
 
         click.echo(example_job_text(), nl=False)
         return
-    from ..pipeline.lock import RunLockedError
-    from ..pipeline.runner import RunFailedError, run_job
+    from ..errors import RunFailedError, RunLockedError
+    from ..pipeline.runner import run_job
 
     try:
         job = build_job(job_file, opts)

@@ -14,11 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 
-IMAGE_PLACEHOLDER = "<image>"
-
-#: SpecVI-Bench ``data_source`` values that name the same task under another key (protocol section 1)
-DATA_SOURCE_ALIASES = {"cc": "carbon"}
 
 _CLASS_NAME = re.compile(r"\*\*(.+?)\*\*")
 
@@ -101,7 +98,7 @@ def specvi_task_prompts(path: str | Path) -> dict[str, str]:
         text = user_text_of_prompt(prompt)
         if text is None:
             raise ConfigError(f"{path}, row {row}: the prompt cell holds no user message")
-        key = DATA_SOURCE_ALIASES.get(str(source), str(source))
+        key = TASK_ALIASES.get(str(source), str(source))
         counts.setdefault(key, Counter())[strip_image_placeholder(text, where=f"{path}, row {row}")] += 1
     if not counts:
         raise ConfigError(f"{path}: no row with a data_source and a prompt")

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 from ..yaml_file import read_yaml_file
+from ..protocol import TASK_ALIASES
 from .prompts import class_name_from_prompt, prompt_version, strip_image_placeholder
 
 BUILTIN_FILE = "builtin_tasks.yaml"
@@ -153,7 +154,10 @@ def dump_tasks_yaml(tasks: list[Task]) -> str:
 @lru_cache(maxsize=1)
 def builtin_tasks() -> tuple[Task, ...]:
     text = resources.files(__package__).joinpath(BUILTIN_FILE).read_text(encoding="utf-8")
-    return tuple(_parse_tasks(yaml.safe_load(text), BUILTIN_FILE, "builtin"))
+    tasks = _parse_tasks(yaml.safe_load(text), BUILTIN_FILE, "builtin")
+    # the built-ins' other names come from the one alias table every layer reads
+    return tuple(t.model_copy(update={"aliases": tuple(a for a, k in TASK_ALIASES.items() if k == t.key)})
+                 for t in tasks)
 
 
 def list_tasks(extra_tasks_file: str | Path | None = None) -> list[Task]:

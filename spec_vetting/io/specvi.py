@@ -27,12 +27,10 @@ import numpy as np
 
 from ..errors import CandidateListError
 from ..labels import LABEL_HINT, LabelValueError, parse_label
+from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
-IMAGE_PLACEHOLDER = "<image>"
-#: ``data_source`` values that name a task under another key
-DATA_SOURCE_ALIASES = {"cc": "carbon"}
 
 @dataclass
 class SpecVIRow:
@@ -184,7 +182,7 @@ def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
             SpecVIRow(
                 row=i,
                 data_source=source,
-                task=DATA_SOURCE_ALIASES.get(source, source) if source else None,
+                task=TASK_ALIASES.get(source, source) if source else None,
                 label=_as_label(truths[i], path, i + 1),
                 index=None if indices[i] is None else int(indices[i]),
                 name=None if file_names[i] is None else str(file_names[i]),

@@ -5,6 +5,7 @@ Entry points: :func:`load_job` / :func:`job_from_dict` for a :class:`JobConfig`,
 """
 
 from .config import JobConfig, job_from_dict, load_job
-from .runner import RunFailedError, RunOutcome, run_job
+from ..errors import RunFailedError
+from .runner import RunOutcome, run_job
 
 __all__ = ["JobConfig", "RunFailedError", "RunOutcome", "job_from_dict", "load_job", "run_job"]

@@ -10,13 +10,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from ..errors import SpecVettingError
-
-
-class RunLockedError(SpecVettingError):
-    """Another `spec-vet run` holds the catalog root."""
-
-    kind = "run_locked"
+from ..errors import RunLockedError
 
 
 class RootLock:

@@ -25,7 +25,7 @@ from ..catalog.read import read_manifest, read_verdicts, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
-from ..errors import ConfigError, SpecVettingError
+from ..errors import ConfigError, RunFailedError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest
@@ -34,12 +34,6 @@ from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
-
-
-class RunFailedError(SpecVettingError):
-    """The run could not finish; what is done is kept and the same command resumes it."""
-
-    kind = "run_failed"
 
 
 @dataclass

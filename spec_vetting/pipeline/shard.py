@@ -13,8 +13,6 @@ import asyncio
 import atexit
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from collections import Counter, defaultdict
@@ -25,17 +23,11 @@ from ..catalog.rows import error_result, rows_to_table, turn_rows, verdict_row
 from ..engine_interface import Engine
 from ..engines import create_engine
 from ..types import InspectionContext, Sampling
-from ..errors import SpecVettingError
+from ..errors import ShardFailedError, SpecVettingError
 from .plan import WorkItem
 from .store import RunStore, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
-
-
-class ShardFailedError(SpecVettingError):
-    """A whole shard could not run (engine start failed, output not writable ...); rerun to retry it."""
-
-    kind = "shard_failed"
 
 
 @dataclass
@@ -277,20 +269,7 @@ def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> d
     }
     # the marker comes last: a shard without it is rerun and overwrites its own part files
     write_json_atomic(store.marker(spec.shard_id), summary)
-    _test_kill_after_done_markers(store)
     return summary
-
-
-#: test hook (runs with ``--threads``, where shards run in the run's own process): the process SIGKILLs itself as
-#: soon as this many shards of the run are marked done, to test resume after ``kill -9``. Killing right after the
-#: marker, in the shard that wrote it, makes the count deterministic (a check in the run loop races the workers).
-KILL_AFTER_ENV = "SPEC_VETTING_TEST_KILL_AFTER_SHARDS"
-
-
-def _test_kill_after_done_markers(store) -> None:
-    kill_after = int(os.environ.get(KILL_AFTER_ENV, "0") or 0)
-    if kill_after and len(list(store.shards_dir.glob("*.done"))) >= kill_after:
-        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def run_shard(spec: ShardSpec) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ...protocol import TASK_ALIASES
 from .diagnostics import Measurement, RestSpectrum
 from .features import ZoomWindow, measure_carbon, measure_cv, measure_gm, measure_ss, measure_wd
 from .scoring import TaskScore, score_carbon, score_cv, score_gm, score_ss, score_wd
@@ -33,7 +34,6 @@ class RulesTask:
     measure: Callable[[RestSpectrum], dict[str, Measurement]]
     score: Callable[[dict[str, Measurement]], TaskScore]
     calibration: tuple[float, float]  # (a, b) of the logistic above
-    aliases: tuple[str, ...] = ()  # other keys users and SpecVI-Bench files use
 
     def p_yes(self, score: float) -> float:
         a, b = self.calibration
@@ -67,7 +67,6 @@ _TASKS = (
         measure_carbon,
         score_carbon,
         calibration=(4.713, -5.680),
-        aliases=("cc", "cs"),
     ),
     RulesTask(
         "ss",
@@ -81,7 +80,6 @@ _TASKS = (
         measure_ss,
         score_ss,
         calibration=(7.948, -5.862),
-        aliases=("s",),
     ),
     RulesTask(
         "gm",
@@ -95,7 +93,6 @@ _TASKS = (
         measure_gm,
         score_gm,
         calibration=(1.574, 1.380),
-        aliases=("mg",),
     ),
     RulesTask(
         "wd",
@@ -114,9 +111,9 @@ _TASKS = (
 
 #: task key -> its rules, in the order above
 RULES_TASKS: dict[str, RulesTask] = {t.task: t for t in _TASKS}
-_BY_KEY: dict[str, RulesTask] = {**{a: t for t in _TASKS for a in t.aliases}, **RULES_TASKS}
 
 
 def rules_task(task: str) -> RulesTask | None:
     """The rules of a task key (aliases accepted, any case), or None for a task the rules engine cannot judge."""
-    return _BY_KEY.get(task.strip().lower())
+    key = task.strip().lower()
+    return RULES_TASKS.get(TASK_ALIASES.get(key, key))

@@ -1,0 +1,44 @@
+"""Every error the package raises on purpose survives pickling (it crosses Dask and process-pool boundaries)."""
+
+from __future__ import annotations
+
+import inspect
+import pickle
+
+import pytest
+
+from spec_vetting import errors
+
+CASES = [
+    errors.SpectrumReadError("/data/a.fits", "no HDU 1", target=39627866878511337, hint="check the file"),
+    errors.UnsupportedFormatError("/data/mrs.fits", "LAMOST MRS is not supported"),
+    errors.TargetNotFoundError("/data/coadd.fits", "TARGETID 7 is not in the file", target=7),
+    errors.CandidateListError("list.csv", "bad ra", row=12, hint="use degrees"),
+    errors.EngineError("server said 500", kind="http_500", endpoint="http://127.0.0.1:1/v1"),
+    errors.EndpointUnavailableError("gone", endpoint="http://127.0.0.1:2/v1"),
+    errors.RenderError("no point in window"),
+    errors.ConfigError("bad option"),
+    errors.CatalogReadError("no catalog"),
+    errors.RunLockedError("locked"),
+    errors.ShardFailedError("shard failed"),
+    errors.RunFailedError("run failed"),
+]
+
+
+def test_every_error_class_is_covered():
+    classes = {c for _, c in inspect.getmembers(errors, inspect.isclass) if issubclass(c, errors.SpecVettingError)}
+    assert classes - {errors.SpecVettingError} == {type(e) for e in CASES}
+
+
+@pytest.mark.parametrize("error", CASES, ids=lambda e: type(e).__name__)
+def test_error_pickles_with_message_kind_and_fields(error):
+    back = pickle.loads(pickle.dumps(error))
+    assert type(back) is type(error)
+    assert str(back) == str(error)
+    assert back.kind == error.kind
+    assert vars(back) == vars(error)
+
+
+def test_engine_error_keeps_its_own_kind_across_pickling():
+    back = pickle.loads(pickle.dumps(errors.EngineError("x", kind="timeout")))
+    assert back.kind == "timeout" and errors.EngineError("y").kind == "engine_error"
