@@ -253,7 +253,7 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
 
 async def run_inspection_with_confidence(ctx: InspectionContext, task: Task, engine: Engine, *, k: int = 1,
                                          sampling: Sampling | None = None, **kwargs) -> InspectionResult:
-    """One inspection (k = 1) or ``k`` sampled ones voting (protocol-free confidence, issue 8).
+    """One inspection (k = 1) or ``k`` sampled ones voting (a confidence that needs no logprobs).
 
     With k > 1 the verdict is the majority of the YES/NO samples and ``p_yes`` the fraction of them that said YES
     (``p_yes_source = "self_consistency"``); a tie is UNDECIDED. The returned trajectory is the first sample that

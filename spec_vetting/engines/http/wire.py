@@ -1,6 +1,6 @@
 """OpenAI chat-completions wire format in one place: request bodies out, replies in.
 
-Rules (issue 4, DESIGN decisions 2-5): non-streaming; images as ``image_url`` parts holding
+Rules (DESIGN decisions 2-5): non-streaming; images as ``image_url`` parts holding
 ``data:image/png;base64,...``; ``model``, ``temperature`` and ``max_tokens`` on every request; **no** ``tools``
 field (the tools block lives in the system text); usage fields a server leaves out are None, not zero.
 """
