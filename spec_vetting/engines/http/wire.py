@@ -8,6 +8,7 @@ field (the tools block lives in the system text); usage fields a server leaves o
 from __future__ import annotations
 
 import base64
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -150,6 +151,20 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
     return p_yes / (p_yes + p_no)
 
 
+def tool_calls_as_text(tool_calls: Any) -> str:
+    """The ``<tool_call>`` blocks a server's tool-call parser took out of the text, written back as the model wrote
+    them (the Qwen2.5 chat template's form: name first, then the arguments as the model typed them)."""
+    blocks = []
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            continue
+        args = fn.get("arguments")
+        args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        blocks.append(f'<tool_call>\n{{"name": "{fn["name"]}", "arguments": {args_text}}}\n</tool_call>')
+    return "\n".join(blocks)
+
+
 def parse_chat_response(data: Any) -> ChatReply:
     """The first choice of a chat-completions reply; :class:`WireError` when the shape is wrong."""
     if not isinstance(data, dict):
@@ -167,6 +182,10 @@ def parse_chat_response(data: Any) -> ChatReply:
     if content is not None and not isinstance(content, str):
         raise WireError(f"message content is {type(content).__name__}, not text")
     text = content or ""
+    # a server started with a tool-call parser moves <tool_call> out of the text: put it back, or the zoom is lost
+    calls = tool_calls_as_text(message.get("tool_calls"))
+    if calls and "<tool_call>" not in text:
+        text = f"{text}\n{calls}" if text else calls
     # a server that splits reasoning out (SGLang --reasoning-parser) must not lose the <think> part we replay
     reasoning = message.get("reasoning_content")
     if isinstance(reasoning, str) and reasoning and "<think>" not in text:
