@@ -13,7 +13,7 @@ import yaml
 from spec_vetting.pipeline.config import job_from_dict
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-SCRIPTS = ["sglang/launch.sh", "slurm/spec-vet.sbatch", "k8s/apply.sh", "compose/up.sh", "run_or_print.sh"]
+SCRIPTS = ["replicas.sh", "sglang/launch.sh", "vllm/launch.sh", "slurm/spec-vet.sbatch", "k8s/apply.sh", "compose/up.sh", "run_or_print.sh"]
 
 
 def dry(script: str, *args: str, env: dict | None = None) -> list[str]:
@@ -53,6 +53,56 @@ def test_launch_gateway_uses_manual_routing():
     config = job_from_dict({**job, "candidates": ["list.csv"], "tasks": ["cv"], "out": "catalog"})
     assert config.engine.gateway.endswith(":29000/v1")
     assert "http://127.0.0.1:30000" in router[0] and "http://127.0.0.1:30001" in router[0]
+
+
+def test_vllm_launch_dry_run_has_the_flags_the_tests_run_vllm_with():
+    lines = dry("vllm/launch.sh", "--gpus", "2", "--model", "/nonexistent/model", "--dry-run")
+    launches = [ln for ln in lines if "vllm.entrypoints.openai.api_server" in ln]
+    assert len(launches) == 2
+    for i, line in enumerate(launches):
+        argv = shlex.split(line)
+        assert argv[0] == f"CUDA_VISIBLE_DEVICES={i}"
+        assert argv[argv.index("--port") + 1] == str(30000 + i)
+        assert argv[argv.index("--model") + 1] == "/nonexistent/model"
+        assert Path(argv[argv.index("--chat-template") + 1]) == (DEPLOY / "chat_template.jinja").resolve()
+        # parts passed to the template as parts: the picture stays inside <tool_response>
+        assert argv[argv.index("--chat-template-content-format") + 1] == "openai"
+        assert "--enable-prefix-caching" in argv and "--enable-prompt-tokens-details" in argv
+        # the full view and 8 zooms (protocol: 8 assistant turns)
+        assert yaml.safe_load(argv[argv.index("--limit-mm-per-prompt") + 1])["image"] == 9
+        assert yaml.safe_load(argv[argv.index("--mm-processor-kwargs") + 1])["max_pixels"] >= 792 * 472
+    job = yaml.safe_load("\n".join(ln for ln in lines if not ln.startswith("CUDA_VISIBLE_DEVICES")))
+    assert len(job["engine"]["endpoints"]) == 2
+
+
+def test_vllm_launch_refuses_a_gateway_it_cannot_start():
+    res = subprocess.run(["bash", str(DEPLOY / "vllm/launch.sh"), "--gpus", "2", "--model", "m", "--gateway", "29000",
+                          "--dry-run"], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 2 and "endpoints" in res.stderr
+
+
+@pytest.mark.parametrize("version, flag_dropped", [("0.5.5", True), ("0.5.6", False), ("0.10.1", False)])
+def test_sglang_launch_drops_mm_process_config_before_0_5_6(tmp_path, version, flag_dropped):
+    # a python3 on PATH whose sglang reports ``version``; the launch then stops at the missing model folder
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text(f"#!/bin/sh\necho {version}\n")
+    (fake / "python3").chmod(0o755)
+    env = {"PATH": f"{fake}:/usr/bin:/bin"}
+    res = subprocess.run(["bash", str(DEPLOY / "sglang/launch.sh"), "--gpus", "1", "--model", str(tmp_path / "none")],
+                         capture_output=True, text=True, timeout=30, env=env)
+    assert res.returncode == 1 and "does not exist" in res.stderr
+    assert ("has no --mm-process-config" in res.stderr) == flag_dropped
+
+
+def test_server_images_are_pinned_to_a_release_with_mm_process_config():
+    for manifest in ("k8s/sglang.yaml", "compose/compose.yaml"):
+        text = (DEPLOY / manifest).read_text()
+        tags = [ln.split("lmsysorg/sglang:")[1].split()[0] for ln in text.splitlines() if "lmsysorg/sglang:" in ln]
+        assert tags and all(t != "latest" for t in tags), manifest
+        for tag in tags:
+            version = tuple(int(x) for x in tag.lstrip("v").split("-")[0].split(".")[:3])
+            assert version >= (0, 5, 6), f"{manifest}: {tag} predates --mm-process-config"
 
 
 def test_launch_rejects_bad_usage():

@@ -1,81 +1,31 @@
 #!/usr/bin/env bash
-# Start N single-GPU SGLang replicas of Spec-o3 on one node (one per GPU), wait until each answers /health,
-# print the job-file lines that use them, and stop them all on Ctrl-C / SIGTERM.
+# Start N single-GPU SGLang replicas of Spec-o3 on one node; see ../replicas.sh for what every launcher does.
+# With --gateway PORT an sglang router in `manual` policy sits in front and routes on the X-SMG-Routing-Key header,
+# which spec-vet sets to the candidate id.
 #
-# Qwen2.5-VL-7B has 28 attention heads, so tensor parallel 8 is impossible: one replica per GPU is the layout.
-# Every turn of one inspection must reach the same replica (the prefix cache is per replica): spec-vet hashes the
-# candidate id to an endpoint. With --gateway PORT an sglang router in `manual` policy sits in front instead and
-# routes on the X-SMG-Routing-Key header, which spec-vet sets to the candidate id.
-#
-# --dry-run prints the exact commands and checks nothing (no model path, GPU or sglang check).
+# --mm-process-config (the image size limit) exists from SGLang 0.5.6 on: an older SGLang gets no such flag and
+# keeps the checkpoint's own limit, which the renders (about 0.4 Mpx) are far below. --dry-run prints the commands
+# for SGLang >= 0.5.6 and checks nothing.
 set -euo pipefail
-
-usage() {
-  cat <<USAGE
-Usage: $(basename "$0") --gpus N --model PATH [options]
-
-  --gpus N                 number of replicas, one per GPU (GPU ids 0..N-1, or --gpu-ids)
-  --model PATH             local model folder (e.g. a download of Maxwell-Jia/spec-o3-7b)
-  --gpu-ids LIST           comma-separated GPU ids (default 0..N-1)
-  --port-base P            first port (default 30000); replica i listens on P+i
-  --host H                 bind address (default 0.0.0.0)
-  --served-name NAME       model name the servers report (default spec-o3-7b)
-  --chat-template FILE     default: deploy/chat_template.jinja next to this script
-  --context-length N       default 32768 (training: prompt 2048 + response up to 32768 tokens)
-  --mem-fraction F         static memory fraction (default 0.85)
-  --image-max-pixels N     largest image after resizing (default 1003520; renders are ~0.4 Mpx so never shrunk)
-  --gateway PORT           also start an sglang router on PORT with manual (sticky) routing
-  --log-dir DIR            per-replica logs (default ./sglang-logs)
-  --health-timeout S       seconds to wait for /health (default 900)
-  --dry-run                print the commands and exit
-  -h, --help               this help
-USAGE
-}
-
+SERVER=sglang
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-gpus="" model="" gpu_ids="" port_base=30000 host=0.0.0.0 served_name=spec-o3-7b
-chat_template="$(cd "$here/.." && pwd)/chat_template.jinja" context_length=32768 mem_fraction=0.85
-image_max_pixels=1003520 gateway="" log_dir=./sglang-logs health_timeout=900 dry_run=0
+# shellcheck source-path=SCRIPTDIR source=../replicas.sh
+. "$here/../replicas.sh"
 
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --gpus) gpus="$2"; shift 2 ;;
-    --model) model="$2"; shift 2 ;;
-    --gpu-ids) gpu_ids="$2"; shift 2 ;;
-    --port-base) port_base="$2"; shift 2 ;;
-    --host) host="$2"; shift 2 ;;
-    --served-name) served_name="$2"; shift 2 ;;
-    --chat-template) chat_template="$2"; shift 2 ;;
-    --context-length) context_length="$2"; shift 2 ;;
-    --mem-fraction) mem_fraction="$2"; shift 2 ;;
-    --image-max-pixels) image_max_pixels="$2"; shift 2 ;;
-    --gateway) gateway="$2"; shift 2 ;;
-    --log-dir) log_dir="$2"; shift 2 ;;
-    --health-timeout) health_timeout="$2"; shift 2 ;;
-    --dry-run) dry_run=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) echo "launch.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
-  esac
-done
+SGLANG_MM_CONFIG_SINCE=0.5.6
+mm_flag=1
 
-if [ -z "$gpus" ] || [ -z "$model" ]; then
-  echo "launch.sh: --gpus and --model are required (see --help)" >&2
-  exit 2
-fi
-case "$gpus" in ''|*[!0-9]*) echo "launch.sh: --gpus must be a positive integer, got '$gpus'" >&2; exit 2 ;; esac
-if [ "$gpus" -lt 1 ]; then echo "launch.sh: --gpus must be at least 1" >&2; exit 2; fi
-
-if [ -n "$gpu_ids" ]; then
-  IFS=, read -r -a ids <<<"$gpu_ids"
-  if [ "${#ids[@]}" -ne "$gpus" ]; then
-    echo "launch.sh: --gpu-ids lists ${#ids[@]} GPUs but --gpus is $gpus" >&2; exit 2
+server_check() {
+  local version
+  version="$(python3 -c 'import sglang; print(sglang.__version__)' 2>/dev/null)" || {
+    echo "launch.sh: sglang is not installed in this python (pip install 'sglang[all]>=$SGLANG_MM_CONFIG_SINCE')" >&2
+    exit 1
+  }
+  if [ "$(printf '%s\n%s\n' "$SGLANG_MM_CONFIG_SINCE" "$version" | sort -V | head -n 1)" != "$SGLANG_MM_CONFIG_SINCE" ]; then
+    echo "launch.sh: sglang $version has no --mm-process-config (added in $SGLANG_MM_CONFIG_SINCE): starting without it" >&2
+    mm_flag=0
   fi
-else
-  ids=()
-  for ((i = 0; i < gpus; i++)); do ids+=("$i"); done
-fi
-
-mm_config="{\"image\": {\"max_pixels\": $image_max_pixels}}"
+}
 
 replica_cmd() {  # $1 = replica index
   local i="$1" port=$((port_base + $1))
@@ -83,87 +33,18 @@ replica_cmd() {  # $1 = replica index
     "${ids[$i]}" "$model" "$served_name"
   printf ' --host %q --port %s --tp-size 1 --chat-template %q --context-length %s' \
     "$host" "$port" "$chat_template" "$context_length"
-  printf " --mem-fraction-static %s --mm-process-config '%s' --enable-metrics --enable-cache-report\n" \
-    "$mem_fraction" "$mm_config"
+  printf ' --mem-fraction-static %s --enable-metrics --enable-cache-report' "$mem_fraction"
+  if [ "$mm_flag" = 1 ]; then
+    printf " --mm-process-config '{\"image\": {\"max_pixels\": %s}}'" "$image_max_pixels"
+  fi
+  printf '\n'
 }
 
 gateway_cmd() {
-  local urls=() i
-  for ((i = 0; i < gpus; i++)); do urls+=("http://127.0.0.1:$((port_base + i))"); done
+  local urls
+  urls="$(replica_urls)"
   printf 'python3 -m sglang_router.launch_router --host %q --port %s --policy manual --worker-urls %s\n' \
-    "$host" "$gateway" "${urls[*]}"
+    "$host" "$gateway" "${urls% }"
 }
 
-job_lines() {
-  local host i
-  host="$(hostname -f 2>/dev/null || echo localhost)"
-  echo "# job-file lines (spec-vet run JOB.yaml) for these replicas:"
-  echo "engine:"
-  echo "  name: openai"
-  echo "  model: $served_name"
-  if [ -n "$gateway" ]; then
-    echo "  gateway: http://$host:$gateway/v1   # sticky by candidate id (X-SMG-Routing-Key)"
-  else
-    echo "  endpoints:"
-    for ((i = 0; i < gpus; i++)); do
-      echo "    - http://$host:$((port_base + i))/v1"
-    done
-  fi
-  echo "max_inflight_per_endpoint: 32   # concurrent inspections per replica (whole cluster)"
-}
-
-if [ "$dry_run" = 1 ]; then
-  for ((i = 0; i < gpus; i++)); do replica_cmd "$i"; done
-  [ -n "$gateway" ] && gateway_cmd
-  job_lines
-  exit 0
-fi
-
-command -v python3 >/dev/null || { echo "launch.sh: python3 not found" >&2; exit 1; }
-python3 -c 'import sglang' 2>/dev/null || { echo "launch.sh: sglang is not installed in this python (pip install 'sglang[all]')" >&2; exit 1; }
-[ -d "$model" ] || { echo "launch.sh: model folder '$model' does not exist" >&2; exit 1; }
-[ -f "$chat_template" ] || { echo "launch.sh: chat template '$chat_template' not found" >&2; exit 1; }
-mkdir -p "$log_dir"
-
-pids=()
-# shellcheck disable=SC2317  # called through trap
-stop_all() {
-  trap - INT TERM EXIT
-  if [ "${#pids[@]}" -gt 0 ]; then
-    echo "stopping ${#pids[@]} process(es)..." >&2
-    kill "${pids[@]}" 2>/dev/null || true
-    wait "${pids[@]}" 2>/dev/null || true
-  fi
-}
-trap stop_all INT TERM EXIT
-
-for ((i = 0; i < gpus; i++)); do
-  cmd="$(replica_cmd "$i")"
-  echo "+ $cmd" >&2
-  bash -c "exec $cmd" >"$log_dir/replica-$i.log" 2>&1 &
-  pids+=("$!")
-done
-
-wait_health() {  # $1 = url
-  local deadline=$((SECONDS + health_timeout))
-  until curl -fsS -o /dev/null "$1/health"; do
-    if [ "$SECONDS" -ge "$deadline" ]; then echo "launch.sh: $1 not healthy after ${health_timeout}s (see $log_dir)" >&2; return 1; fi
-    sleep 5
-  done
-  echo "healthy: $1" >&2
-}
-for ((i = 0; i < gpus; i++)); do wait_health "http://127.0.0.1:$((port_base + i))"; done
-
-if [ -n "$gateway" ]; then
-  cmd="$(gateway_cmd)"
-  echo "+ $cmd" >&2
-  bash -c "exec $cmd" >"$log_dir/gateway.log" 2>&1 &
-  pids+=("$!")
-  wait_health "http://127.0.0.1:$gateway"
-fi
-
-job_lines
-echo "all replicas up; Ctrl-C stops them" >&2
-wait -n "${pids[@]}" || true
-echo "launch.sh: a server exited; stopping the others (see $log_dir)" >&2
-exit 1
+replicas_main "$@"
