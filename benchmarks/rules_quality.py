@@ -85,8 +85,21 @@ def metrics(rows) -> dict:
             "tp": tp, "fp": fp, "fn": fn}
 
 
-def fit_logistic(scores: np.ndarray, labels: np.ndarray, l2: float = 1e-3) -> tuple[float, float]:
-    """Maximum-likelihood (a, b) of p = sigmoid(a * s + b) by Newton's method, lightly regularised."""
+def fit_logistic(scores: np.ndarray, labels: np.ndarray, l2: float = 1e-3, fix_b: bool = False
+                 ) -> tuple[float, float]:
+    """Maximum-likelihood (a, b) of p = sigmoid(a * s + b) by Newton's method, lightly regularised; with
+    ``fix_b`` only the slope is fitted (b = 0), so p_yes is 0.5 exactly where the score changes sign."""
+    if fix_b:
+        a = 1.0
+        for _ in range(100):
+            p = 1.0 / (1.0 + np.exp(-np.clip(a * scores, -50, 50)))
+            g = np.sum((p - labels) * scores) + l2 * a
+            h = np.sum(p * (1 - p) * scores * scores) + l2
+            step = g / h
+            a -= step
+            if abs(step) < 1e-8:
+                break
+        return float(a), 0.0
     a, b = 1.0, 0.0
     for _ in range(100):
         x = a * scores + b
@@ -111,13 +124,15 @@ def calibrate() -> None:
         pts = [(s, pos) for _, pos, v, s, _ in res["rows"] if s is not None and s != GATE_SCORE]
         scores = np.array([s for s, _ in pts])
         labels = np.array([1.0 if pos else 0.0 for _, pos in pts])
-        a, b = fit_logistic(scores, labels)
+        a_free, b_free = fit_logistic(scores, labels)
+        a, b = fit_logistic(scores, labels, fix_b=True)
         # metrics as the engine will decide with the fitted constants (gated rows stay NO)
         refit = [(k, pos, None if v is None else ("YES" if s is not None and s != GATE_SCORE and a * s + b >= 0
                                                   else "NO"), s, None) for k, pos, v, s, _ in res["rows"]]
         m = metrics(refit)
-        print(f"{task}: a={a:.3f} b={b:.3f} threshold score={-b / a:+.2f} (calibration acc {m['acc']:.3f}, "
-              f"F1 {m['f1']:.3f}, decided {m['decided']:.3f})")
+        print(f"{task}: a={a:.3f} b={b:.3f} (free fit: a={a_free:.3f} b={b_free:.3f}, its boundary at score "
+              f"{-b_free / a_free:+.2f}; move the score's threshold if far from 0) calibration acc {m['acc']:.3f}, "
+              f"F1 {m['f1']:.3f}, decided {m['decided']:.3f}")
         lines.append(f'    {task}: calibration=({a:.3f}, {b:.3f}),')
     print("\n".join(lines))
     print(f"CALIBRATION_SEEDS = range({CALIBRATION_SEEDS.start}, {CALIBRATION_SEEDS.stop})")
