@@ -85,8 +85,21 @@ def metrics(rows) -> dict:
             "tp": tp, "fp": fp, "fn": fn}
 
 
-def fit_logistic(scores: np.ndarray, labels: np.ndarray, l2: float = 1e-3) -> tuple[float, float]:
-    """Maximum-likelihood (a, b) of p = sigmoid(a * s + b) by Newton's method, lightly regularised."""
+def fit_logistic(scores: np.ndarray, labels: np.ndarray, l2: float = 1e-3, fix_b: bool = False
+                 ) -> tuple[float, float]:
+    """Maximum-likelihood (a, b) of p = sigmoid(a * s + b) by Newton's method, lightly regularised; with
+    ``fix_b`` only the slope is fitted (b = 0), so p_yes is 0.5 exactly where the score changes sign."""
+    if fix_b:
+        a = 1.0
+        for _ in range(100):
+            p = 1.0 / (1.0 + np.exp(-np.clip(a * scores, -50, 50)))
+            g = np.sum((p - labels) * scores) + l2 * a
+            h = np.sum(p * (1 - p) * scores * scores) + l2
+            step = g / h
+            a -= step
+            if abs(step) < 1e-8:
+                break
+        return float(a), 0.0
     a, b = 1.0, 0.0
     for _ in range(100):
         x = a * scores + b
@@ -111,13 +124,15 @@ def calibrate() -> None:
         pts = [(s, pos) for _, pos, v, s, _ in res["rows"] if s is not None and s != GATE_SCORE]
         scores = np.array([s for s, _ in pts])
         labels = np.array([1.0 if pos else 0.0 for _, pos in pts])
-        a, b = fit_logistic(scores, labels)
+        a_free, b_free = fit_logistic(scores, labels)
+        a, b = fit_logistic(scores, labels, fix_b=True)
         # metrics as the engine will decide with the fitted constants (gated rows stay NO)
         refit = [(k, pos, None if v is None else ("YES" if s is not None and s != GATE_SCORE and a * s + b >= 0
                                                   else "NO"), s, None) for k, pos, v, s, _ in res["rows"]]
         m = metrics(refit)
-        print(f"{task}: a={a:.3f} b={b:.3f} threshold score={-b / a:+.2f} (calibration acc {m['acc']:.3f}, "
-              f"F1 {m['f1']:.3f}, decided {m['decided']:.3f})")
+        print(f"{task}: a={a:.3f} b={b:.3f} (free fit: a={a_free:.3f} b={b_free:.3f}, its boundary at score "
+              f"{-b_free / a_free:+.2f}; move the score's threshold if far from 0) calibration acc {m['acc']:.3f}, "
+              f"F1 {m['f1']:.3f}, decided {m['decided']:.3f}")
         lines.append(f'    {task}: calibration=({a:.3f}, {b:.3f}),')
     print("\n".join(lines))
     print(f"CALIBRATION_SEEDS = range({CALIBRATION_SEEDS.start}, {CALIBRATION_SEEDS.stop})")
@@ -145,35 +160,113 @@ def synthetic_table(seeds: range, verbose: bool = False) -> str:
     return "\n".join(out)
 
 
-def real_table() -> str:
-    """Verdicts on the real files (read through spec_vetting.io), every task; the survey class shown for reference."""
+def reliability_table(seeds: range, n_bins: int = 5) -> str:
+    """Reliability diagram as a table: predicted p_yes in bins against the observed fraction of positives, all
+    tasks pooled and per task, on ``seeds`` (held out: the test seeds)."""
+    rows = []
+    for task in TASKS:
+        rows += [(task, p, pos) for _, pos, v, s, p in evaluate_task(task, seeds)["rows"] if p is not None]
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    out = ["| p_yes bin | n | mean p_yes | observed YES fraction | " + " | ".join(f"{t} n / obs" for t in TASKS) + " |",
+           "|---|---|---|---|" + "---|" * len(TASKS)]
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        sel = [(t, p, pos) for t, p, pos in rows if lo <= p < hi or (hi == 1.0 and p == 1.0)]
+        if not sel:
+            continue
+        per = []
+        for task in TASKS:
+            sub = [pos for t, _, pos in sel if t == task]
+            per.append(f"{len(sub)} / {np.mean(sub):.2f}" if sub else "-")
+        out.append(f"| {lo:.1f}-{hi:.1f} | {len(sel)} | {np.mean([p for _, p, _ in sel]):.3f} | "
+                   f"{np.mean([pos for *_, pos in sel]):.3f} | " + " | ".join(per) + " |")
+    return "\n".join(out)
+
+
+#: real sets and what their labels say; "normal": every task should be NO (gm excepted for M stars of unknown
+#: luminosity class); "dwarf": M dwarfs of the literature, every task NO; positives by task
+def _real_files():
+    """(set, path) of every real file used: ../shared/data/real and tests/data/real (duplicates once)."""
+    shared = REPO.parent / "shared" / "data" / "real"
+    here = REPO / "tests" / "data" / "real"
+    out, seen = [], set()
+    for sub in ("lamost", "sdss"):
+        for base in (shared, here):
+            d = base / sub if sub != "sdss" or base == shared else None
+            if d is None or not d.exists():
+                continue
+            for p in sorted(d.iterdir()):
+                if p.name.startswith("med-") or p.suffix not in (".fits", ".gz") or p.name in seen:
+                    continue
+                seen.add(p.name)
+                out.append(("shared" if base == shared else "tests", p))
+    for p in sorted(here.glob("*.fits*")):
+        if p.name not in seen and not p.name.startswith(("coadd-", "redrock-")):
+            seen.add(p.name)
+            out.append(("tests", p))
+    for name in ("coadd-4-80613-thru20210324.fits", "coadd-special-dark-27247.fits"):
+        p = shared / "desi" / name if (shared / "desi" / name).exists() else here / name
+        if p.exists():
+            out.append(("shared", p))
+    out += [("mdwarfs", p) for p in sorted((here / "mdwarfs").glob("*.fits"))]
+    out += [("lamost_dr1", p) for p in sorted((here / "lamost_dr1").glob("*.fits"))]
+    return out
+
+
+def real_rows():
     from spec_vetting.io import iter_spectra
 
-    real = REPO.parent / "shared" / "data" / "real"
-    if not real.exists():
-        return f"(real files not found at {real})"
-    paths = [p for sub in ("lamost", "sdss") for p in sorted((real / sub).iterdir()) if not p.name.startswith("med-")
-             and not p.name.endswith(".csv")]
-    paths += [real / "desi" / "coadd-4-80613-thru20210324.fits", real / "desi" / "coadd-special-dark-27247.fits"]
-    # DESI targets without a redrock file: redshift unknown (class unknown too), read at rest unless a line says
-    # the object is extragalactic (then UNDECIDED)
-    paths += [real / "desi" / n for n in ("coadd-5-169-thru20210419.fits", "coadd-sv3-dark-26065.fits",
-                                          "quasarnp_test_coadd.fits")]
-    out = ["| file | survey class (not read by the engine) | z | " + " | ".join(TASKS) + " |",
-           "|---|---|---|" + "---|" * len(TASKS)]
-    for p in paths:
+    rows = []
+    for group, p in _real_files():
         for sp in iter_spectra(p):
+            if p.parent.name == "desi" or p.name.startswith("coadd-"):
+                if not sp.meta.pipeline_class:
+                    continue
             rs = RestSpectrum.from_spectrum(sp, sp.meta.redshift)
-            cells = []
-            for task in TASKS:
-                d = decide(rs, task, redshift_known=sp.meta.redshift is not None)
-                cells.append("UNDECIDED" if d.verdict is None else f"{d.verdict} ({d.p_yes:.2f})")
             cls = " ".join(x for x in (sp.meta.pipeline_class, sp.meta.pipeline_subclass) if x)
-            z = sp.meta.redshift
-            ids = sp.meta.ids
-            name = p.name if p.parent.name != "desi" else (
-                f"{p.name} row {ids['row']}" if "row" in ids else f"{p.name} {ids.get('targetid')}")
-            out.append(f"| {name} | {cls} | {'unknown' if z is None else f'{z:.4f}'} | " + " | ".join(cells) + " |")
+            verdicts = {t: decide(rs, t, redshift_known=sp.meta.redshift is not None) for t in TASKS}
+            rows.append((group, p.name, cls, sp.meta.redshift, verdicts))
+    return rows
+
+
+def _truth(group: str, cls: str) -> dict[str, str]:
+    """Per task: "pos", "neg" or "any" (not scored: an M star of unknown luminosity class for gm)."""
+    t = {task: "neg" for task in TASKS}
+    if "WD" in cls:
+        t["wd"] = "pos"
+    sub = cls.split()[-1] if cls else ""
+    if group != "mdwarfs" and sub[:1] == "M":
+        t["gm"] = "any"
+    return t
+
+
+def real_table(rows) -> str:
+    out = ["| set | file | survey class (not read by the engine) | z | " + " | ".join(TASKS) + " |",
+           "|---|---|---|---|" + "---|" * len(TASKS)]
+    for group, name, cls, z, verdicts in rows:
+        cells = ["UNDECIDED" if d.verdict is None else f"{d.verdict} ({d.p_yes:.2f})" for d in verdicts.values()]
+        out.append(f"| {group} | {name} | {cls} | {'unknown' if z is None else f'{z:.4f}'} | " + " | ".join(cells)
+                   + " |")
+    return "\n".join(out)
+
+
+def real_summary(rows) -> str:
+    """Per task: false positives among the real negatives, recall on the real positives, undecided counts."""
+    out = ["| task | real negatives | false positives (YES) | undecided | real positives | recall | not scored |",
+           "|---|---|---|---|---|---|---|"]
+    for task in TASKS:
+        neg = fp = und = pos = tp = anyc = 0
+        for group, name, cls, z, verdicts in rows:
+            truth, d = _truth(group, cls)[task], verdicts[task]
+            if truth == "any":
+                anyc += 1
+            elif truth == "pos":
+                pos += 1
+                tp += d.verdict == "YES"
+            else:
+                neg += 1
+                fp += d.verdict == "YES"
+                und += d.verdict is None
+        out.append(f"| {task} | {neg} | {fp} | {und} | {pos} | {f'{tp}/{pos}' if pos else '-'} | {anyc} |")
     return "\n".join(out)
 
 
@@ -192,8 +285,13 @@ def main(argv=None) -> int:
     print(f"## Rules engine on synthetic spectra (seeds {seeds.start}-{seeds.stop - 1}, 1 positive : "
           f"{NEGATIVE_RATIO} hard negatives, S/N {SNR_RANGE[0]:g}-{SNR_RANGE[1]:g})\n")
     print(synthetic_table(seeds, verbose=args.verbose))
-    print("\n## Rules engine on the real files (`../shared/data/real`; p_yes in brackets)\n")
-    print(real_table())
+    print(f"\n## Reliability on the test seeds (held out)\n")
+    print(reliability_table(seeds))
+    rows = real_rows()
+    print("\n## Rules engine on the real files: per task\n")
+    print(real_summary(rows))
+    print("\n## Rules engine on the real files (p_yes in brackets)\n")
+    print(real_table(rows))
     print(f"\n(took {time.perf_counter() - t0:.0f} s)")
     return 0
 

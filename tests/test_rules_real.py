@@ -155,3 +155,45 @@ def test_real_stars_without_redshift_are_still_decided(verdicts):
             if r.verdict != results[name, task].verdict:
                 changed.append(f"{name} {task}: {results[name, task].verdict} -> {r.verdict} ({r.reason})")
     assert not changed, "\n".join(changed)
+
+
+# ---- issue 15: literature M dwarfs and more LAMOST DR1 stars (tests/data/real, see MANIFEST_rules.csv) ----
+
+REAL_HERE = Path(__file__).parent / "data" / "real"
+
+
+def _decide_all(paths):
+    from spec_vetting.engines.rules.decision import decide
+    from spec_vetting.engines.rules.diagnostics import RestSpectrum
+
+    out = {}
+    for p in paths:
+        sp = read_spectrum(p)
+        rs = RestSpectrum.from_spectrum(sp, sp.meta.redshift)
+        for task in TASKS:
+            out[p.name, task] = decide(rs, task)
+    return out
+
+
+def test_literature_m_dwarfs_are_never_yes():
+    """53 LAMOST spectra of M dwarfs classed V in CARMENES/literature catalogues (Passegger et al. 2018,
+    Schweitzer et al. 2019, Yee et al. 2017, Maldonado et al. 2020): no task says YES (gm: NO, or UNDECIDED
+    when the red side holding CaH and Na I is masked)."""
+    paths = sorted((REAL_HERE / "mdwarfs").glob("*.fits"))
+    assert len(paths) == 53
+    res = _decide_all(paths)
+    yes = [f"{n} {t}: {d.justification}" for (n, t), d in res.items() if d.verdict == "YES"]
+    assert not yes, "\n".join(yes)
+    gm_no = sum(1 for (n, t), d in res.items() if t == "gm" and d.verdict == "NO")
+    assert gm_no >= 47  # the rest have no usable red side (masked or no data): UNDECIDED
+
+
+def test_lamost_dr1_m_and_k_stars():
+    """LAMOST DR1 M0-M2/K7 stars (luminosity class unknown) and a K5 star: no YES for cv, carbon, ss, wd; the
+    K5 star is not an M giant. gm for the M stars is not asserted (class unknown), only reported in RESULTS."""
+    paths = sorted((REAL_HERE / "lamost_dr1").glob("*.fits"))
+    assert len(paths) == 27
+    res = _decide_all(paths)
+    yes = [f"{n} {t}" for (n, t), d in res.items() if d.verdict == "YES" and t != "gm"]
+    assert not yes, yes
+    assert res["spec-55862-B6212_sp06-007.fits", "gm"].verdict == "NO"

@@ -16,12 +16,12 @@ Only the spectrum's arrays, ivar, mask and the redshift are read, never a survey
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .diagnostics import Measurement, RestSpectrum
 from .features import nebular_lines
 from .redshift import unexplained_emission
-from .scoring import _v
+from .scoring import Evidence, TaskScore, _v, justification
 from .tasks import RULES_TASKS, RulesTask, rules_task
 
 #: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
@@ -45,6 +45,7 @@ class Decision:
     cited: list[str]
     redshift: float
     redshift_known: bool
+    evidence: list[Evidence] = field(default_factory=list)  # the score's terms; the justification quotes some
 
 
 def p_yes_from_score(task: str, score: float) -> float:
@@ -72,32 +73,33 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
     measurements = fs.measure(rs)
 
     # both read ``measurements`` when called: a gate below rebinds it to add the measurements it cites
-    def verdict_of(score: float, justification: str, cited: list[str]) -> Decision:
+    def verdict_of(score: float, evidence: list[Evidence], ts: TaskScore | None, cited: list[str]) -> Decision:
         p = fs.p_yes(score)
         verdict = "YES" if p >= 0.5 else "NO"
-        return Decision(key, fs.class_name, verdict, score, p, None, justification, measurements, cited,
-                        rs.redshift, redshift_known)
+        if ts is None:  # a gate: its one piece of evidence, then the class it rules out
+            text = "; ".join(e.claim() for e in evidence) + f": not {_a(fs.class_name.lower())}"
+        else:
+            text = justification(verdict, ts)
+        return Decision(key, fs.class_name, verdict, score, p, None, text, measurements, cited,
+                        rs.redshift, redshift_known, evidence)
 
     def no_verdict(reason: str, cited: list[str]) -> Decision:
         return Decision(key, fs.class_name, None, None, None, reason, "", measurements, cited, rs.redshift,
                         redshift_known)
 
     if redshift_known and rs.redshift > STELLAR_Z_MAX:
-        return verdict_of(
-            GATE_SCORE,
-            f"the redshift z = {rs.redshift:.4f} is far above stellar velocities: an extragalactic object, "
-            f"not a {fs.class_name.lower()}",
-            [],
-        )
+        zm = Measurement("the redshift z", float(rs.redshift))
+        measurements = {**measurements, "redshift": zm}
+        ev = Evidence("redshift", zm.name, zm.value, "", STELLAR_Z_MAX, "far above stellar velocities, an "
+                      "extragalactic object", GATE_SCORE, digits=4)
+        return verdict_of(GATE_SCORE, [ev], None, ["redshift"])
     is_nebular, neb = _nebular(rs)
     if is_nebular:
         measurements = {**measurements, **neb}
-        return verdict_of(
-            GATE_SCORE,
-            f"strong narrow [O III] 5007 emission ({neb['ew_oiii5007'].fmt()}) marks a galaxy or nebula, "
-            f"not a {fs.class_name.lower()}",
-            ["ew_oiii5007", "ew_hb_core"],
-        )
+        o3 = neb["ew_oiii5007"]
+        ev = Evidence("ew_oiii5007", o3.name, o3.value, o3.unit, -5.0, "strong narrow [O III] emission marks a "
+                      "galaxy or nebula", GATE_SCORE)
+        return verdict_of(GATE_SCORE, [ev], None, ["ew_oiii5007", "ew_hb_core"])
     if not redshift_known:
         # read at rest, a galaxy's or QSO's lines fall on the wrong diagnostics: no guess when it looks like one
         line = unexplained_emission(rs)
@@ -110,5 +112,10 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
     ts = fs.score(measurements)
     if ts.score is None:
         return no_verdict(ts.abstain_reason, [])
-    p = fs.p_yes(ts.score)
-    return verdict_of(ts.score, ts.yes_text if p >= 0.5 else ts.no_text, ts.cited)
+    measurements = {**measurements, **ts.derived}
+    return verdict_of(ts.score, ts.evidence, ts, ts.cited)
+
+
+def _a(name: str) -> str:
+    """``a``/``an`` before a class name: an m-type giant, an s-type star, a white dwarf."""
+    return f"an {name}" if name[:1] in "aeiou" or name[:2] in ("m-", "s-") else f"a {name}"

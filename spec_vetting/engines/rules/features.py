@@ -106,6 +106,8 @@ def measure_gm(rs: RestSpectrum) -> dict[str, Measurement]:
         "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
         "tio_6159": band_depth(rs, (6162.0, 6230.0), ((6090.0, 6150.0),), "TiO 6159 depth"),
         "cah_6382": band_depth(rs, (6382.0, 6410.0), ((6350.0, 6378.0),), "CaH 6382 depth"),
+        # PMSU CaH2 and CaH3 (Reid, Hawley & Gizis 1995): bands 6814-6846 and 6960-6990 Å against 7042-7046 Å
+        # (here the wider 7030-7050 Å); they measure gravity against TiO 7054 (TiO5), strong in dwarfs
         "cah_6830": band_depth(rs, (6814.0, 6846.0), ((7030.0, 7050.0),), "CaH 6830 depth"),
         "cah_6975": band_depth(rs, (6960.0, 6990.0), ((7030.0, 7050.0),), "CaH 6975 depth"),
         "ew_nai": equivalent_width(rs, (8176.0, 8204.0), ((8140.0, 8170.0), (8212.0, 8236.0)), "EW(Na I 8183/8195)"),
@@ -119,6 +121,9 @@ def measure_gm(rs: RestSpectrum) -> dict[str, Measurement]:
         "zro_6474": band_depth(rs, (6478.0, 6520.0), ((6420.0, 6470.0),), "ZrO 6474 depth"),
         "zro_5551": band_depth(rs, (5553.0, 5590.0), ((5510.0, 5548.0),), "ZrO 5551 depth"),
         "tio_8432": band_depth(rs, (8440.0, 8490.0), ((8400.0, 8430.0),), "TiO 8432 depth"),
+        # gravity-sensitive atomic lines, stronger in dwarfs (shown; see score_gm for why they are not scored)
+        "ew_ki": equivalent_width(rs, (7692.0, 7710.0), ((7680.0, 7690.0), (7715.0, 7725.0)), "EW(K I 7699)"),
+        "ew_cai": equivalent_width(rs, (6158.0, 6170.0), ((6150.0, 6156.0), (6172.0, 6178.0)), "EW(Ca I 6162)"),
         "slope": continuum_slope(rs, (5350.0, 5450.0), (8100.0, 8170.0), "continuum slope α"),
         "snr_red": snr_per_angstrom(rs, 6800.0, 8700.0, "S/N(6800-8700 Å)"),
     }

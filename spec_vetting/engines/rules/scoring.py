@@ -1,5 +1,8 @@
-"""Per-task scores: for each task a hand-written sum of a few physically motivated terms (documented in each
-function) whose sign is meant to say YES (> 0) or NO (< 0), or the reason the data cannot support one.
+"""Per-task scores: for each task a sum of physically motivated terms, each tied to one measured (or derived)
+value and a threshold, so that the score is exactly the sum of its :class:`Evidence` contributions. A positive
+total says YES, a negative one NO (the calibration in ``tasks.py`` maps 0 to p_yes = 0.5). The justification is
+built from the largest contributions pulling the verdict's way (:func:`justification`), so it can only say what
+the numbers say.
 """
 
 from __future__ import annotations
@@ -11,15 +14,108 @@ import numpy as np
 from .diagnostics import Measurement
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One term of a score: a measured value against a threshold and what that means for the task."""
+
+    key: str  # key of the measurement (in Decision.measurements) the value comes from
+    name: str
+    value: float | None  # None: the measurement a requirement needs could not be made
+    unit: str
+    threshold: float
+    meaning: str  # what the value's side of the threshold means, e.g. "dwarf-strength"
+    contribution: float  # what this term added to the score (> 0 pulls to YES)
+    digits: int = 2
+
+    @property
+    def relation(self) -> str:
+        """``above``/``below`` the threshold (``not measurable`` without a value)."""
+        if self.value is None:
+            return "not measurable"
+        return "above" if self.value >= self.threshold else "below"
+
+    def claim(self) -> str:
+        """``name = value unit (above|below threshold: meaning)``, the form the justification uses."""
+        unit = f" {self.unit}" if self.unit else ""
+        if self.value is None:
+            return f"{self.name} not measurable ({self.meaning})"
+        return (f"{self.name} = {self.value:.{self.digits}f}{unit} ({self.relation} "
+                f"{self.threshold:.{self.digits}f}{unit}: {self.meaning})")
+
+
 @dataclass
 class TaskScore:
-    """What a task's scorer concluded: a score, or why the data cannot support one."""
+    """What a task's scorer concluded: a score with its evidence, or why the data cannot support one."""
 
     score: float | None
     abstain_reason: str | None = None
-    yes_text: str = ""  # one sentence used as the justification when the verdict is YES
-    no_text: str = ""  # ... and when it is NO
+    evidence: list[Evidence] = field(default_factory=list)
+    yes_conclusion: str = ""  # closes a YES justification, e.g. "as in an M giant"
+    no_conclusion: str = ""  # ... and a NO one
     cited: list[str] = field(default_factory=list)  # keys of the measurements the score read
+    derived: dict[str, Measurement] = field(default_factory=dict)  # combined measurements the evidence cites
+
+
+class _Terms:
+    """Accumulates a score as a sum of evidence terms."""
+
+    def __init__(self, m: dict[str, Measurement]):
+        self.m = m
+        self.evidence: list[Evidence] = []
+        self.derived: dict[str, Measurement] = {}
+        self.cited: list[str] = []
+
+    @property
+    def total(self) -> float:
+        return float(sum(e.contribution for e in self.evidence))
+
+    def derive(self, key: str, meas: Measurement) -> Measurement:
+        self.derived[key] = meas
+        self.m = {**self.m, key: meas}
+        return meas
+
+    def add(self, key: str, contribution: float, threshold: float, above: str, below: str,
+            value: float | None = None, digits: int = 2) -> float:
+        """Add a term read from measurement ``key`` (its value, unless ``value`` is given); ``above``/``below``
+        say what the value's side of ``threshold`` means."""
+        meas = self.m[key]
+        v = float(meas.value) if value is None and meas.value is not None else value
+        meaning = "" if v is None else (above if v >= threshold else below)
+        self.evidence.append(Evidence(key, meas.name, v, meas.unit, float(threshold), meaning, float(contribution),
+                                      digits))
+        if key not in self.cited:
+            self.cited.append(key)
+        return contribution
+
+    def require(self, key: str, ok: bool, threshold: float, above: str, below: str, cap: float,
+                missing: str = "") -> None:
+        """A requirement: when not ``ok`` the score is brought down to at most ``cap`` by this term."""
+        if ok:
+            return
+        excess = self.total - cap
+        meas = self.m[key]
+        contribution = -max(excess, 0.0)
+        if meas.value is None:
+            self.evidence.append(Evidence(key, meas.name, None, meas.unit, float(threshold), missing or
+                                          (meas.why or "not measurable"), contribution))
+        else:
+            self.add(key, contribution, threshold, above, below)
+
+    def result(self, yes: str, no: str) -> TaskScore:
+        return TaskScore(self.total, evidence=self.evidence, yes_conclusion=yes, no_conclusion=no,
+                         cited=self.cited, derived=self.derived)
+
+
+def justification(verdict: str, ts: TaskScore, max_claims: int = 3) -> str:
+    """A short sentence after ``\\boxed{verdict}``: the largest terms pulling the verdict's way, with their
+    values and sides of the threshold, then the task's conclusion. Never a claim the numbers contradict."""
+    sign = 1.0 if verdict == "YES" else -1.0
+    pro = sorted((e for e in ts.evidence if sign * e.contribution > 0), key=lambda e: -abs(e.contribution))
+    claims = [e.claim() for e in pro[:max_claims]]
+    conclusion = ts.yes_conclusion if verdict == "YES" else ts.no_conclusion
+    if not claims:  # every term is zero (cannot happen for a score away from 0, kept for safety)
+        return f"no measured feature decides clearly: {conclusion}"
+    return "; ".join(claims) + f": {conclusion}"
 
 
 def _v(m: Measurement, default: float = 0.0) -> float:
@@ -50,215 +146,286 @@ def _abstain_unless_any(
     return TaskScore(None, f"{what} cannot be measured: " + "; ".join(parts))
 
 
+def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: float, name: str,
+              unit: str = "") -> Measurement | None:
+    """Weighted mean of the usable measurements among ``weights``, with its propagated error; None if none."""
+    used = [(k, w) for k, w in weights.items() if _usable(m[k], max_error)]
+    if not used:
+        return None
+    total = sum(w for _, w in used)
+    value = sum(w * _v(m[k]) for k, w in used) / total
+    error = float(np.sqrt(sum((w * (m[k].error or 0.0)) ** 2 for k, w in used)) / total)
+    label = f"{name} ({', '.join(m[k].name.split(' depth')[0] for k, _ in used)})"
+    windows = tuple(win for k, _ in used for win in m[k].windows)
+    return Measurement(label, float(value), error, unit, windows=windows)
+
+
 def score_cv(m: dict[str, Measurement]) -> TaskScore:
     """Balmer emission (negative EW) in Hα and Hβ, helped by He I/He II emission, broad or double-peaked profiles.
 
-    Terms: Hα emission per 10 Å, Hβ emission per 5 Å (a CV's decrement is flat, so Hβ weighs more than in an M
-    dwarf's chromosphere), He I 5876 and He II 4686 per 2 Å, +1 for FWHM ≥ 15 Å (≥ 700 km/s), +1 for two peaks,
-    -1.5 when [S II] is strong against Hα (H II region), -3 when Hβ emission comes without the stronger Hα
-    emission of every CV; offset -2 so a normal star sits near -3. A second branch scores a disc in outburst.
+    Terms: Hα emission against 20 Å (0.5 per 10 Å), Hβ emission against 6.25 Å (0.8 per 5 Å; a CV's decrement is
+    flat, so Hβ weighs more than in an M dwarf's chromosphere), He I 5876 and He II 4686 against 0 (0.3 per 2 Å),
+    +1 for FWHM ≥ 15 Å (≥ 700 km/s), -0.5 below 8 Å, +1 for two peaks, -1.5 when [S II] is strong against Hα
+    (H II region), -3 when Hβ emission comes without the stronger Hα emission of every CV. A second branch scores
+    a disc in outburst; the larger of the two is the score.
     """
     if (abstain := _abstain_unless_any(m, ("ew_ha", "ew_hb"), 4.0, "the Balmer emission diagnostics")) is not None:
         return abstain
+    t = _Terms(m)
     e_ha = -_v(m["ew_ha"]) if _usable(m["ew_ha"], 4.0) else 0.0
     e_hb = -_v(m["ew_hb"]) if _usable(m["ew_hb"], 4.0) else 0.0
-    s = 0.5 * _clip(e_ha / 10.0, -1.0, 5.0) + 0.8 * _clip(e_hb / 5.0, -1.0, 5.0)
-    cited = [k for k in ("ew_ha", "ew_hb") if _usable(m[k], 4.0)]
+    if _usable(m["ew_ha"], 4.0):
+        t.add("ew_ha", 0.5 * (_clip(e_ha / 10.0, -1.0, 5.0) - 2.0), -20.0, "not the strong emission of a CV",
+              "strong Balmer emission")
+    else:
+        t.evidence.append(Evidence("ew_ha", m["ew_ha"].name, None, "Å", -20.0, "no usable Hα", -1.0))
+    if _usable(m["ew_hb"], 4.0):
+        t.add("ew_hb", 0.8 * (_clip(e_hb / 5.0, -1.0, 5.0) - 1.25), -6.25, "not the strong emission of a CV",
+              "strong Hβ emission")
+    else:
+        t.evidence.append(Evidence("ew_hb", m["ew_hb"].name, None, "Å", -6.25, "no usable Hβ", -1.0))
     if e_hb > 0 and _usable(m["ew_hg"], 4.0):
-        s += 0.2 * _clip(-_v(m["ew_hg"]) / 4.0, 0.0, 4.0)
-        cited.append("ew_hg")
+        t.add("ew_hg", 0.2 * _clip(-_v(m["ew_hg"]) / 4.0, 0.0, 4.0), 0.0, "no Hγ emission", "Hγ in emission")
     for k in ("ew_hei5876", "ew_heii4686"):
         if _usable(m[k], 2.0):
-            s += 0.3 * _clip(-_v(m[k]) / 2.0, -1.0, 3.0)
-            cited.append(k)
-    widths = [_v(m[k]) for k in ("fwhm_ha", "fwhm_hb") if m[k].ok]
+            t.add(k, 0.3 * _clip(-_v(m[k]) / 2.0, -1.0, 3.0), 0.0, "in absorption", "in emission")
+    widths = [k for k in ("fwhm_ha", "fwhm_hb") if m[k].ok]
     if widths:
-        cited += [k for k in ("fwhm_ha", "fwhm_hb") if m[k].ok]
-        if max(widths) >= 15.0:
-            s += 1.0
-        elif max(widths) < 8.0:
-            s -= 0.5
+        k = max(widths, key=lambda k: _v(m[k]))
+        w = _v(m[k])
+        t.add(k, 1.0 if w >= 15.0 else (-0.5 if w < 8.0 else 0.0), 15.0, "broad, as in an accretion disc",
+              "narrow, as in a chromosphere or H II region")
     if m["dp_ha"].ok and _v(m["dp_ha"]) > 300.0:
-        s += 1.0
-        cited.append("dp_ha")
+        t.add("dp_ha", 1.0, 300.0, "double-peaked, as in a disc", "")
     if _usable(m["ew_ha"], 4.0) and e_hb > 5.0 and e_ha < 0.3 * e_hb:
         # Hβ emission without the stronger Hα a CV always shows: a redshifted line of something else
-        s -= 3.0
-        cited.append("ew_ha")
+        t.add("ew_ha", -3.0, -0.3 * e_hb, "weaker than Hβ's emission, which no CV shows",
+              "weaker than Hβ's emission, which no CV shows")
     if _usable(m["ew_sii"], 2.0) and -_v(m["ew_sii"]) > max(2.0, 0.2 * e_ha):
-        s -= 1.5
-        cited.append("ew_sii")
-    s -= 2.0
-    outburst, ob_cited = _cv_outburst(m)
-    if outburst is not None and outburst > s:
-        return TaskScore(
-            outburst,
-            yes_text="broad, shallow Balmer absorption with merged higher-order lines in a hot continuum, as in a "
-                     "dwarf nova in outburst",
-            no_text="the Balmer lines lack the strong emission of a cataclysmic variable and their absorption is "
-                    "not the broad, shallow kind of a disc in outburst",
-            cited=cited + ob_cited,
-        )
-    return TaskScore(
-        s,
-        yes_text="strong Balmer emission" + (" with broad profiles" if widths and max(widths) >= 15 else "")
-        + " as in an accreting cataclysmic variable",
-        no_text="the Balmer lines lack the strong, broad emission of a cataclysmic variable",
-        cited=cited,
-    )
+        t.add("ew_sii", -1.5, -max(2.0, 0.2 * e_ha), "", "strong [S II], as in an H II region")
+    out = t.result("as in an accreting cataclysmic variable", "not a cataclysmic variable")
+    outburst = _cv_outburst(m)
+    if outburst is not None and outburst.score > out.score:
+        return outburst
+    return out
 
 
-def _cv_outburst(m: dict[str, Measurement]) -> tuple[float | None, list[str]]:
+def _cv_outburst(m: dict[str, Measurement]) -> TaskScore | None:
     """A disc in outburst: Balmer absorption of intermediate width (FWHM 25-65 Å; A stars are narrower, white
-    dwarfs broader), shallow (EW(Hβ ±50 Å) below 18 Å; a white dwarf's is deeper), higher-order lines merged
-    (H9 contrast below 0.15) and a hot continuum (α below -1.8). Each violated limit costs; 2 when all hold."""
+    dwarfs broader), shallow (EW(Hβ ±50 Å) 4-18 Å; a white dwarf's is deeper), higher-order lines merged
+    (H9 contrast below 0.15) and a hot continuum (α below -1.8). Each violated limit costs; +1.5 when all hold,
+    carried by the FWHM term."""
     keys = ("fwhm_hb_abs", "ew_hb_wide", "h9_contrast", "slope")
     if not all(m[k].ok for k in keys) or not _usable(m["ew_hb_wide"], 4.0) or not _usable(m["h9_contrast"], 0.1):
-        return None, []
+        return None
     fwhm, ew, h9, slope = (_v(m[k]) for k in keys)
-    s = 1.5
-    s -= 0.15 * max(0.0, 25.0 - fwhm) + 0.3 * max(0.0, fwhm - 65.0)
-    s -= 0.3 * max(0.0, ew - 18.0) + 0.3 * max(0.0, 4.0 - ew)
-    s -= 20.0 * max(0.0, h9 - 0.15)
-    s -= 2.0 * max(0.0, slope + 1.8)
-    return s, list(keys)
+    t = _Terms(m)
+    f_cost = 0.15 * max(0.0, 25.0 - fwhm) + 0.3 * max(0.0, fwhm - 65.0)
+    wide = 1.5 - f_cost >= 0
+    t.add("fwhm_hb_abs", 1.5 - f_cost, 25.0 if fwhm < 65.0 else 65.0,
+          ("broad enough for a disc in outburst" if wide else "broader than a disc in outburst") if fwhm > 65.0
+          else "of the intermediate width of a disc in outburst",
+          "close to the width of a disc in outburst" if wide else "narrower than a disc in outburst")
+    if ew > 18.0 or ew < 4.0:
+        t.add("ew_hb_wide", -0.3 * max(0.0, ew - 18.0) - 0.3 * max(0.0, 4.0 - ew), 18.0 if ew > 18.0 else 4.0,
+              "deeper than a disc in outburst", "too shallow for a disc in outburst")
+    else:
+        t.add("ew_hb_wide", 0.0, 4.0, "shallow, as in a disc in outburst", "")
+    t.add("h9_contrast", -20.0 * max(0.0, h9 - 0.15), 0.15, "H9 stands apart, not merged", "higher-order lines merged")
+    t.add("slope", -2.0 * max(0.0, slope + 1.8), -1.8, "not a hot continuum", "a hot continuum")
+    return t.result("broad, shallow Balmer absorption with merged higher-order lines in a hot continuum, as in a "
+                    "dwarf nova in outburst", "not a cataclysmic variable")
 
 
-def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: float) -> tuple[float | None, list]:
-    used = [(k, w) for k, w in weights.items() if _usable(m[k], max_error)]
-    if not used:
-        return None, []
-    total = sum(w for _, w in used)
-    return sum(w * _v(m[k]) for k, w in used) / total, [k for k, _ in used]
+#: mean C2 depth where the carbon score changes sign (between the classes on the calibration seeds)
+CARBON_C2_ZERO = 0.22
+#: mean ZrO depth where the S-star score changes sign
+SS_ZRO_ZERO = 0.155
 
 
 def score_carbon(m: dict[str, Measurement]) -> TaskScore:
-    """Mean C2 Swan band depth (5165 and 5636 weigh 1, 4737 weighs 0.5) above 0.12, ×12; +CN 4216; −TiO 7054.
+    """Mean C2 Swan band depth (5165 and 5636 weigh 1, 4737 weighs 0.5) against 0.22, ×12; CN 4216 depth ×2;
+    −2 when TiO 7054 is deep (> 0.15) and C2 shallow (< 0.1).
 
     The C2 heads absorb blueward; the TiO 5167 head and Mg b absorb redward, so an M or K star gives a negative
     C2 5165 depth.
     """
     if (abstain := _abstain_unless_any(m, ("c2_5165", "c2_5636"), 0.08, "the C2 Swan band heads")) is not None:
         return abstain
-    c2, cited = _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08)
-    s = 12.0 * (c2 - 0.12)
+    t = _Terms(m)
+    c2m = t.derive("c2_mean", _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08, "mean C2 depth"))
+    c2 = _v(c2m)
+    t.add("c2_mean", 12.0 * (c2 - CARBON_C2_ZERO), CARBON_C2_ZERO, "deep C2 Swan bands absorbing blueward of their heads",
+          "little or reversed C2 absorption")
     if _usable(m["cn_4216"], 0.1):
-        s += 2.0 * _clip(_v(m["cn_4216"]), -0.2, 0.5)
-        cited.append("cn_4216")
+        t.add("cn_4216", 2.0 * _clip(_v(m["cn_4216"]), -0.2, 0.5), 0.0, "CN absorbs", "no CN absorption")
     if _usable(m["tio_7054"], 0.05) and _v(m["tio_7054"]) > 0.15 and c2 < 0.1:
-        s -= 2.0
-        cited.append("tio_7054")
-    return TaskScore(
-        s,
-        yes_text="deep C2 Swan bands absorbing blueward of their heads, the signature of a carbon star",
-        no_text="the C2 Swan band heads at 4737/5165/5636 Å show little or reversed absorption",
-        cited=cited,
-    )
+        t.add("tio_7054", -2.0, 0.15, "TiO bands of an oxygen-rich star", "")
+    return t.result("the signature of a carbon star", "not a carbon star")
 
 
 def score_ss(m: dict[str, Measurement]) -> TaskScore:
-    """Mean ZrO band depth (6474 and 5551 weigh 1, 4640 weighs 0.5) above 0.08, ×10; a cool (red) continuum.
+    """Mean ZrO band depth (6474 and 5551 weigh 1, 4640 weighs 0.5) against 0.155, ×10; a cool (red) continuum.
 
-    Hot stars' Hα wings depress 6478-6520 Å a little, so a blue continuum (α < 1) costs up to 1.5; C2 bands
-    (a carbon star, not an S star) cost 4 per 0.1 of depth above 0.1.
+    Hot stars' Hα wings depress 6478-6520 Å a little, so the slope term (0.5 per unit of α against 1, from -1.5
+    to +1) costs blue stars; C2 bands (a carbon star, not an S star) cost 4 per 0.1 of depth above 0.1.
     """
     if (abstain := _abstain_unless_any(m, ("zro_6474", "zro_5551"), 0.08, "the ZrO bands")) is not None:
         return abstain
-    zro, cited = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0, "zro_4640": 0.5}, 0.08)
-    s = 10.0 * (zro - 0.08)
+    t = _Terms(m)
+    zm = t.derive("zro_mean", _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0, "zro_4640": 0.5}, 0.08,
+                                        "mean ZrO depth"))
+    t.add("zro_mean", 10.0 * (_v(zm) - SS_ZRO_ZERO), SS_ZRO_ZERO, "ZrO bands absorbing redward of their heads",
+          "ZrO bands absent or weaker than an S star's")
     if m["slope"].ok:
-        s += 0.5 * _clip(_v(m["slope"]) - 1.0, -3.0, 2.0)
-        cited.append("slope")
-    if _usable(m["tio_6159"], 0.05):
-        cited.append("tio_6159")
+        t.add("slope", 0.5 * _clip(_v(m["slope"]) - 1.0, -3.0, 2.0), 1.0, "a cool star's red continuum",
+              "a continuum too blue for an S star")
     if _usable(m["c2_5165"], 0.08) and _v(m["c2_5165"]) > 0.1:
-        s -= 4.0 * (_v(m["c2_5165"]) - 0.1) * 10
-        cited.append("c2_5165")
-    return TaskScore(
-        s,
-        yes_text="ZrO bands absorbing redward of their 5551/6474 Å heads in a cool star, the mark of an S star",
-        no_text="the ZrO bands at 5551/6474 Å are absent or weaker than an S star's",
-        cited=cited,
-    )
+        t.add("c2_5165", -4.0 * (_v(m["c2_5165"]) - 0.1) * 10, 0.1, "C2 bands of a carbon star", "")
+    if _usable(m["tio_6159"], 0.05):
+        t.cited.append("tio_6159")
+    return t.result("in a cool star, the mark of an S star", "not an S-type star")
+
+
+#: the TiO level (mean depth) and continuum slope a giant's score is measured from: with them the free logistic fit
+#: on the calibration seeds puts its p = 0.5 boundary at score 0
+GM_TIO_ZERO = 0.05
+#: CaH 6830 depth a giant's TiO alone gives: 0.1 + 0.5 × TiO 7054 depth (above it, CaH is a dwarf's)
+GM_SLOPE_ZERO = 0.7
+#: YES needs at least this mean TiO depth (M0 and later); below it the score is capped at -1
+GM_TIO_MIN = 0.10
+GM_CAH_BASE, GM_CAH_PER_TIO = 0.10, 0.5
+#: CaH 6975 (PMSU CaH3) depth above which CaH is a dwarf's (giants: about 0; M0-M4 dwarfs 0.1-0.35)
+GM_CAH3_MAX = 0.08
+#: Na I 8183/8195 EW (Å) above which the doublet is a dwarf's (giants: ≤ 1.5 Å at low resolution)
+GM_NAI_MAX = 1.8
 
 
 def score_gm(m: dict[str, Measurement]) -> TaskScore:
-    """Mean TiO depth (7054, 6159, 8432 bands) above 0.1, ×8, −2 more when below 0.08 (not an M star); a red
-    continuum (α above 1) adds up to 2.25; gravity: Na I 8183/8195 EW above 2.5 Å costs 1.2 per Å and CaH 6830
-    depth above 0.25 costs 10 per unit (dwarfs), Ca II 8542 EW adds 0.4 per Å around 2 Å (giants); C2 bands
-    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03.
+    """An M giant: TiO bands of an M star, a red continuum, and **low gravity**.
+
+    Terms: mean TiO depth (7054, 6159, 8432) against 0.05, ×8 (−2 more below 0.08: not an M star); continuum
+    slope α against 0.7 (×1.5, from −3 to +2.25). Gravity (Reid, Hawley & Gizis 1995 PMSU CaH2/CaH3 against TiO5;
+    Na I 8183/8195 as in Schiavon et al. 1997 and Mann et al. 2012): CaH 6830 depth above what a giant's TiO
+    gives (0.1 + 0.5 × TiO 7054 depth) costs 30 per unit, CaH 6975 (CaH3) depth above 0.08 costs 30 per unit,
+    Na I EW above 1.8 Å costs 2 per Å (below it adds up to 0.5), Ca II 8542 EW adds 0.4 per Å around 2 Å (strong
+    in giants). So a strong CaH or Na I pulls to NO whatever the TiO. YES needs a mean TiO depth of at least
+    0.10 (an M star; K giants have less): below it the score is capped at -1. C2 bands (carbon star) cost 20 per unit
+    depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star (TiO depth ≥ 0.08) none of
+    whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class. K I 7699 and Ca I 6162 are measured
+    and shown but not scored: at LAMOST resolution they do not separate the real dwarfs from giants here.
     """
     if (abstain := _abstain_unless_any(m, ("tio_7054", "tio_6159"), 0.05, "the TiO bands")) is not None:
         return abstain
-    tio, cited = _weighted(m, {"tio_7054": 1.0, "tio_6159": 1.0, "tio_8432": 1.0}, 0.05)
-    s = 8.0 * (tio - 0.1)
+    gravity = ("cah_6830", "cah_6975", "ew_nai")
+    tio_any = max((_v(m[k]) for k in ("tio_7054", "tio_6159") if _usable(m[k], 0.05)), default=0.0)
+    if tio_any >= 0.08 and not any(_usable(m[k], 0.05 if k != "ew_nai" else 1.0) for k in gravity):
+        # an M star whose luminosity class cannot be read: no verdict rather than a guess from TiO alone
+        return _abstain_unless_any(m, gravity, 0.0, "the gravity-sensitive features (luminosity class)")
+    t = _Terms(m)
+    tm = t.derive("tio_mean", _weighted(m, {"tio_7054": 1.0, "tio_6159": 1.0, "tio_8432": 1.0}, 0.05,
+                                        "mean TiO depth"))
+    tio = _v(tm)
+    t.add("tio_mean", 8.0 * (tio - GM_TIO_ZERO), GM_TIO_ZERO, "TiO bands of an M star",
+          "TiO bands too weak for an M giant")
     if tio < 0.08:
-        s -= 2.0
+        t.add("tio_mean", -2.0, 0.08, "", "TiO bands too weak for an M star")
     if m["slope"].ok:  # cool: M giants are red (α > 1 between 5400 and 8130 Å); K stars bluer
-        s += 1.5 * _clip(_v(m["slope"]) - 1.0, -2.0, 1.5)
-        cited.append("slope")
+        t.add("slope", 1.5 * _clip(_v(m["slope"]) - GM_SLOPE_ZERO, -2.0, 1.5), GM_SLOPE_ZERO,
+              "a cool star's red continuum", "a continuum too blue for an M giant")
+    if _usable(m["cah_6830"], 0.05) and _usable(m["tio_7054"], 0.05):
+        cah, tio7 = m["cah_6830"], m["tio_7054"]
+        excess = _v(cah) - (GM_CAH_BASE + GM_CAH_PER_TIO * _v(tio7))
+        err = float(np.hypot(cah.error or 0.0, GM_CAH_PER_TIO * (tio7.error or 0.0)))
+        t.derive("cah_excess", Measurement("CaH 6830 depth above a giant's (0.1 + 0.5 × TiO 7054)", excess, err,
+                                           windows=cah.windows + tio7.windows))
+        t.add("cah_excess", -30.0 * max(0.0, excess) + 5.0 * _clip(-excess, 0.0, 0.1), 0.0,
+              "CaH of a dwarf, high gravity", "CaH as weak as a giant's")
+    if _usable(m["cah_6975"], 0.05):
+        t.add("cah_6975", -30.0 * max(0.0, _v(m["cah_6975"]) - GM_CAH3_MAX), GM_CAH3_MAX,
+              "CaH of a dwarf, high gravity", "CaH as weak as a giant's")
     if _usable(m["ew_nai"], 1.0):
-        s -= 1.2 * max(0.0, _v(m["ew_nai"]) - 2.5)
-        cited.append("ew_nai")
+        nai = _v(m["ew_nai"])
+        t.add("ew_nai", -2.0 * max(0.0, nai - GM_NAI_MAX) + 0.5 * _clip(GM_NAI_MAX - nai, 0.0, 1.0), GM_NAI_MAX,
+              "dwarf-strength Na I, high gravity", "Na I as weak as a giant's")
     if _usable(m["ew_cat"], 1.0):
-        s += 0.4 * _clip(_v(m["ew_cat"]) - 2.0, -2.0, 2.0)
-        cited.append("ew_cat")
-    if _usable(m["cah_6830"], 0.05):
-        s -= 10.0 * max(0.0, _v(m["cah_6830"]) - 0.25)
-        cited.append("cah_6830")
+        t.add("ew_cat", 0.4 * _clip(_v(m["ew_cat"]) - 2.0, -2.0, 2.0), 2.0, "a giant's strong Ca II triplet",
+              "a weak Ca II triplet, as in a dwarf")
     if _usable(m["c2_5165"], 0.08) and _v(m["c2_5165"]) > 0.1:
-        s -= 20.0 * (_v(m["c2_5165"]) - 0.1)
-        cited.append("c2_5165")
-    zro, zro_keys = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0}, 0.08)
-    if zro is not None and zro > 0.03:
-        s -= 30.0 * (zro - 0.03)
-        cited += zro_keys
-    return TaskScore(
-        s,
-        yes_text="strong TiO bands with weak gravity-sensitive Na I, as in an M giant",
-        no_text="not an M giant: " + ("TiO bands too weak for an M star" if tio < 0.08 else
-                                      "the gravity-sensitive features point to a dwarf or the TiO bands are weak"),
-        cited=cited,
-    )
+        t.add("c2_5165", -20.0 * (_v(m["c2_5165"]) - 0.1), 0.1, "C2 bands of a carbon star", "")
+    zro = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0}, 0.08, "mean ZrO depth")
+    if zro is not None and _v(zro) > 0.03:
+        t.derive("zro_mean", zro)
+        t.add("zro_mean", -30.0 * (_v(zro) - 0.03), 0.03, "ZrO bands of an S star", "")
+    for k in ("ew_ki", "ew_cai"):
+        if k in m and m[k].ok:
+            t.cited.append(k)
+    # a K star's weak TiO with a giant's gravity is not an M giant, whatever the other terms
+    t.require("tio_mean", tio >= GM_TIO_MIN, GM_TIO_MIN, "", "TiO bands too weak for an M star", cap=-1.0)
+    return t.result("as in an M giant", "not an M giant")
+
+
+#: a white dwarf's continuum is blue: α below this (F_λ ∝ λ^α, 4600-6070 Å); real DA/DB: α < -1
+WD_SLOPE_MAX = -0.5
+#: broad Balmer absorption: mean FWHM (Å) and mean EW (Å) at least these
+WD_FWHM_MIN, WD_EW_MIN = 20.0, 5.0
 
 
 def score_wd(m: dict[str, Measurement]) -> TaskScore:
-    """DA: Balmer FWHM above 30 Å (0.08 per Å), EW above 22 Å (0.1 per Å), merged higher-order lines (H9 contrast
-    below 0.3), a hot continuum (α < -1.5). DB: He I 4471/5876 absorption in a hot star without Balmer lines.
-    The score is the larger of the two.
+    """DA: Balmer FWHM against 40 Å (0.08 per Å), EW against 29 Å (0.1 per Å), merged higher-order lines (H9
+    contrast below 0.3), a hot continuum (α against -1.5). DB: He I 4471/5876 absorption in a hot star without
+    Balmer lines. The score is the larger of the two.
+
+    YES needs both a blue continuum (α below -0.5, measured) and, for a DA, broad Balmer absorption (mean FWHM of
+    at least 20 Å and mean EW of at least 5 Å, measured); failing either caps the score at -1 whatever else.
     """
     if (abstain := _abstain_unless_any(m, ("ew_hb", "ew_hg"), 5.0, "the Balmer line profiles")) is not None:
         return abstain
-    cited = [k for k in ("ew_hb", "ew_hg") if _usable(m[k], 5.0)]
-    ew = float(np.mean([_v(m[k]) for k in cited]))
-    widths = [k for k in ("fwhm_hb", "fwhm_hg", "fwhm_hd") if m[k].ok]
-    cited += widths
-    fwhm = float(np.mean([_v(m[k]) for k in widths])) if widths else None
-    hot = hot_db = 0.0
-    if m["slope"].ok:
-        hot = 0.5 * _clip(-_v(m["slope"]) - 1.5, -2.0, 2.0)
-        # a DB is hot (12-30 kK): a red continuum rules out the He I reading of cool stars' metal lines
-        hot_db = _clip(-_v(m["slope"]) - 1.5, -3.0, 1.0)
-        cited.append("slope")
-    sa = (0.08 * (fwhm - 30.0) if fwhm is not None else -1.0) + 0.1 * (ew - 22.0) + hot
+    used = [k for k in ("ew_hb", "ew_hg") if _usable(m[k], 5.0)]
+    ewm = _weighted(m, {k: 1.0 for k in used}, 5.0, "mean Balmer EW", "Å")
+    widths = {k: 1.0 for k in ("fwhm_hb", "fwhm_hg", "fwhm_hd") if m[k].ok}
+    fwm = _weighted(m, widths, float("inf"), "mean Balmer absorption FWHM", "Å") if widths else None
+    da, db = _Terms(m), _Terms(m)
+    ew = _v(ewm)
+    for t in (da, db):
+        t.derive("ew_balmer", ewm)
+        if fwm is not None:
+            t.derive("fwhm_balmer", fwm)
+        else:
+            t.derive("fwhm_balmer", Measurement("mean Balmer absorption FWHM", None, unit="Å",
+                                                why="no Balmer absorption profile measurable"))
+    slope_ok = m["slope"].ok
+    slope = _v(m["slope"])
+    # DA
+    if fwm is not None:
+        da.add("fwhm_balmer", 0.08 * (_v(fwm) - 40.0), 40.0, "pressure-broadened, as in a white dwarf",
+               "too narrow for a white dwarf")
+    da.add("ew_balmer", 0.1 * (ew - 29.0), 29.0, "deep Balmer absorption", "too weak for a white dwarf")
+    if slope_ok:
+        da.add("slope", 0.5 * _clip(-slope - 1.5, -2.0, 2.0), -1.5, "a continuum too red for a hot white dwarf",
+               "a hot blue continuum")
     if _usable(m["ew_ha_core"], 3.0) and _v(m["ew_ha_core"]) < -3.0:
         # Balmer emission: an accreting system (CV) or a chromosphere, not a bare white dwarf
-        sa -= 0.3 * (-_v(m["ew_ha_core"]) - 3.0)
-        cited.append("ew_ha_core")
+        da.add("ew_ha_core", -0.3 * (-_v(m["ew_ha_core"]) - 3.0), -3.0, "", "Hα in emission, not a bare white dwarf")
     if _usable(m["h9_contrast"], 0.15):
-        sa += 2.0 * _clip(0.3 - _v(m["h9_contrast"]), -0.5, 0.3)
-        cited.append("h9_contrast")
-    sb = hot_db - 0.2 * max(ew, 0.0)
+        da.add("h9_contrast", 2.0 * _clip(0.3 - _v(m["h9_contrast"]), -0.5, 0.3), 0.3,
+               "H9 stands apart, as in an A star", "higher-order lines merged")
+    # DB
+    if slope_ok:
+        db.add("slope", _clip(-slope - 1.5, -3.0, 1.0), -1.5, "a continuum too red for a hot white dwarf",
+               "a hot blue continuum")
+    db.add("ew_balmer", -0.2 * max(ew, 0.0), 0.0, "hydrogen lines present, not a DB", "no hydrogen absorption")
     for k, w in (("ew_hei4471", 0.8), ("ew_hei5876", 0.5)):
         if _usable(m[k], 1.5):
-            sb += w * _clip(_v(m[k]) - 1.0, -2.0, 4.0)
-    if sb > sa:
-        cited += [k for k in ("ew_hei4471", "ew_hei5876") if _usable(m[k], 1.5)]
-    return TaskScore(
-        max(sa, sb),
-        yes_text=("very broad, deep Balmer lines with merged higher-order members in a hot continuum, as in a DA "
-                  "white dwarf") if sa >= sb else "He I absorption in a hot continuum without hydrogen, as in a DB "
-                                                   "white dwarf",
-        no_text="the Balmer lines are too narrow or too weak for a white dwarf's pressure-broadened profiles",
-        cited=cited,
-    )
+            db.add(k, w * _clip(_v(m[k]) - 2.0, -3.0, 3.0), 2.0, "He I absorption", "no He I absorption")
+    # the requirements: a blue continuum (both), broad Balmer absorption (DA)
+    for t in (da, db):
+        t.require("slope", slope_ok and slope < WD_SLOPE_MAX, WD_SLOPE_MAX, "not the blue continuum of a white dwarf",
+                  "", cap=-1.0, missing="no continuum slope, so no evidence of a hot continuum")
+    da.require("fwhm_balmer", fwm is not None and _v(fwm) >= WD_FWHM_MIN, WD_FWHM_MIN, "",
+               "no broad Balmer absorption", cap=-1.0, missing="no broad Balmer absorption measured")
+    da.require("ew_balmer", ew >= WD_EW_MIN, WD_EW_MIN, "", "no broad Balmer absorption", cap=-1.0)
+    if db.total > da.total:
+        return db.result("He I absorption in a hot continuum without hydrogen, as in a DB white dwarf",
+                         "not a white dwarf")
+    return da.result("as in a DA white dwarf", "not a white dwarf")

@@ -3,8 +3,11 @@ calibration of its score.
 
 ``p_yes = 1 / (1 + exp(-(a * score + b)))`` with ``(a, b)`` per task fitted by ``benchmarks/rules_quality.py
 --calibrate`` (maximum likelihood on synthetic spectra at one positive to five hard negatives; seed range in
-:data:`CALIBRATION_SEEDS`) and pasted into the task's ``calibration``. carbon and ss separate perfectly on the
-synthetic set, so their slopes are steep and their thresholds sit in the gap between the classes. Adding a task is
+:data:`CALIBRATION_SEEDS`) and pasted into the task's ``calibration``. ``b`` is held at 0, so p_yes is 0.5 exactly
+where the score changes sign and rises with the score (``a > 0``); each score's thresholds (``scoring.py``) were
+set so that the free two-parameter fit also puts its boundary within ±0.25 of 0. carbon and ss separate perfectly
+on the synthetic set, so their slopes are steep and their thresholds sit in the gap between the classes.
+Adding a task is
 one entry below, with its ``measure_<task>`` in ``features.py`` and its ``score_<task>`` in ``scoring.py``.
 """
 
@@ -53,7 +56,7 @@ _TASKS = (
         ),
         measure_cv,
         score_cv,
-        calibration=(1.112, 0.023),
+        calibration=(1.107, 0.0),
     ),
     RulesTask(
         "carbon",
@@ -66,7 +69,7 @@ _TASKS = (
         ),
         measure_carbon,
         score_carbon,
-        calibration=(4.713, -5.680),
+        calibration=(5.147, 0.0),
     ),
     RulesTask(
         "ss",
@@ -79,20 +82,20 @@ _TASKS = (
         ),
         measure_ss,
         score_ss,
-        calibration=(7.948, -5.862),
+        calibration=(8.253, 0.0),
     ),
     RulesTask(
         "gm",
         "M-type Giant",
         (
-            ZoomWindow("TiO 7054 and CaH 6830/6975 bands", 6750, 7200),
+            ZoomWindow("TiO 7054 and CaH 6830/6975 bands and K I 7665/7699", 6750, 7750),
             ZoomWindow("Na I 8183/8195 doublet, TiO 8432 and Ca II triplet", 8100, 8720),
             ZoomWindow("TiO 6159, CaH 6382 and ZrO 6474 bands", 6050, 6560),
             ZoomWindow("C2 5165 and ZrO 5551 bands", 5100, 5650),
         ),
         measure_gm,
         score_gm,
-        calibration=(1.574, 1.380),
+        calibration=(1.461, 0.0),
     ),
     RulesTask(
         "wd",
@@ -105,7 +108,7 @@ _TASKS = (
         ),
         measure_wd,
         score_wd,
-        calibration=(1.322, -2.101),
+        calibration=(1.370, 0.0),
     ),
 )
 
