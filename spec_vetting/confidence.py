@@ -20,7 +20,8 @@ DEFAULT_BINS = 10
 DEFAULT_REVIEW_THRESHOLD = 0.8
 
 #: queue order: the most urgent reason first
-REVIEW_REASONS = ("error", "undecided", "recovered_format", "contradicting_p_yes", "uncertain_p_yes")
+REVIEW_REASONS = ("error", "undecided", "verdict_outside_answer", "recovered_format", "contradicting_p_yes",
+                  "uncertain_p_yes")
 
 
 @dataclass
@@ -87,6 +88,8 @@ def review_reasons(row: dict, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) ->
         reasons.append("undecided")
     if row.get("status") == "recovered":
         reasons.append("recovered_format")
+    if row.get("recovered_verdict") in ("YES", "NO"):  # a YES/NO found outside any <answer> block
+        reasons.append("verdict_outside_answer")
     p = _usable_p(row.get("p_yes"))
     if p is not None and verdict in ("YES", "NO"):
         if (verdict == "YES" and p < 0.5) or (verdict == "NO" and p > 0.5):

@@ -40,6 +40,9 @@ class Engine(abc.ABC):
     p_yes_source: ClassVar[str] = "engine"
     #: starting loads weights: the driver reads :meth:`identity` without starting, shards start their own
     costly_start: ClassVar[bool] = False
+    #: the engine runs a trained model, so the prompts it is given must be the training prompts;
+    #: False for engines that read no prompt text the way a model does (rules, scripted)
+    drives_model: ClassVar[bool] = True
 
     @classmethod
     def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:

@@ -44,24 +44,60 @@ TASK_ALIASES = {"cc": "carbon", "cs": "carbon", "mg": "gm", "s": "ss"}
 #: how a SpecVI-Bench prompt marks where the full-view image goes (the start of the user text)
 IMAGE_PLACEHOLDER = "<image>"
 
-#: Training limits (protocol section 2.7).
-MAX_ASSISTANT_TURNS = 8
-MAX_TOOL_RESPONSE_CHARS = 1024
+#: Training limits (protocol section 2.7; upstream ``recipe/spec_o3/configs/spec_o3.yaml`` and verl's
+#: ``trainer/config/rollout/rollout.yaml`` defaults).
+MAX_ASSISTANT_TURNS = 8  # multi_turn.max_assistant_turns
+MAX_PARALLEL_CALLS = 1  # multi_turn.max_parallel_calls: only the first call of a turn runs
+MAX_TOOL_RESPONSE_CHARS = 1024  # multi_turn.max_tool_response_length
+TRUNCATED_MARKER = "...(truncated)..."  # tool_response_truncate_side: middle
+PROMPT_TOKENS = 2048  # data.max_prompt_length
+RESPONSE_TOKENS = 32768  # data.max_response_length: every generated and tool token after the first prompt
+MAX_MODEL_LEN = PROMPT_TOKENS + RESPONSE_TOKENS  # rollout.max_model_len (null -> prompt + response)
+
+#: the agent loop's text for a call that failed before the tool answered (tool_agent_loop.py ``_call_tool``)
+TOOL_EXCEPTION_PREFIX = "Error when executing tool: "
 
 
-def zoom_success_text(window: tuple | None, label: str | None) -> str:
-    """Text answered with the image; ``window`` is the tuple of numbers as the model typed them."""
+def cut_tool_text(text: str) -> str:
+    """A tool's answer text as training cut it: over 1024 characters, first 512 + marker + last 512."""
+    if text and len(text) > MAX_TOOL_RESPONSE_CHARS:
+        half = MAX_TOOL_RESPONSE_CHARS // 2
+        return text[:half] + TRUNCATED_MARKER + text[-half:]
+    return text
+
+
+def turn_max_tokens(context_tokens: int | None) -> int:
+    """max_new_tokens of one turn as verl's SGLang rollout set it: min(response length, context left - 1).
+
+    ``context_tokens`` is the length of the whole conversation sent (None: not known yet, e.g. the first turn,
+    whose prompt is under 2048 tokens, so the response length is the bound).
+    """
+    if context_tokens is None:
+        return RESPONSE_TOKENS
+    return max(1, min(RESPONSE_TOKENS, MAX_MODEL_LEN - int(context_tokens) - 1))
+
+
+def zoom_success_text(window: tuple | None, label) -> str:
+    """Text answered with the image; ``window`` is the tuple of values as the model typed them.
+
+    ``label`` is whatever the model passed: any falsy value (missing, "", 0, false, [], null) gives no label, any
+    other is printed with ``str()`` (upstream ``spectral_visualization_tool.py`` ``execute``).
+    """
     if window is None:
         base = "Generated full spectrum visualization"
     else:
-        base = f"Generated spectral visualization focused on wavelength range {tuple(window)!r} Å"
+        base = f"Generated spectral visualization focused on wavelength range {tuple(window)} Å"
     return f"{base} for {label}." if label else f"{base}."
 
 
-def zoom_invalid_range_text(requested: list, lo: float, hi: float) -> str:
-    """Text answered (no image) for a window that is malformed, reversed or outside the data."""
+def zoom_invalid_range_text(requested, lo: float, hi: float) -> str:
+    """Text answered (no image) for a window that is malformed, reversed or outside the data.
+
+    ``requested`` is printed with ``str()``, as the model's JSON parsed: ``[6500, 6600]``, ``6500-6600`` (a
+    string, no quotes), ``5``, ``{'a': 1}``.
+    """
     return (
-        f"Error: The specified wavelength range {requested!r} is invalid or outside the available data range "
+        f"Error: The specified wavelength range {requested} is invalid or outside the available data range "
         f"[{lo:.1f}, {hi:.1f}]."
     )
 
@@ -72,4 +108,14 @@ def zoom_processing_error_text(reason: str) -> str:
 
 
 def no_points_reason(window: tuple) -> str:
-    return f"No data points in specified wavelength range {tuple(window)!r}"
+    return f"No data points in specified wavelength range {tuple(window)}"
+
+
+def unknown_tool_text(name: str) -> str:
+    """The answer to a call naming another tool: the text of the KeyError raised by the tool lookup."""
+    return TOOL_EXCEPTION_PREFIX + str(KeyError(name))
+
+
+def bad_arguments_text(arguments) -> str:
+    """The answer to a call whose arguments are not an object: the tool's ``parameters.get`` fails on them."""
+    return TOOL_EXCEPTION_PREFIX + f"'{type(arguments).__name__}' object has no attribute 'get'"

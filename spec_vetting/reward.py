@@ -1,4 +1,5 @@
-"""The Spec-o3 RL reward (protocol section 5), usable as verl's custom reward function.
+"""The Spec-o3 RL reward with the published semantics (upstream ``recipe/spec_o3/spec_o3.py``, ``compute_score``),
+usable as verl's custom reward function.
 
 In a verl config::
 
@@ -6,39 +7,67 @@ In a verl config::
       path: <site-packages>/spec_vetting/reward.py   # or any file that imports it
       name: compute_score
 
-Reward: 1 for a correct verdict, 0 for a wrong (or missing) one, minus 0.2 when the answer format is broken
-(a verdict recovered by a fallback, or no verdict at all). So: well-formed and right 1.0, well-formed and wrong 0.0,
-recovered and right 0.8, recovered and wrong -0.2, no verdict -0.2.
+The reading is :func:`spec_vetting.answers.read_answer` (first ``\\boxed{...}`` of the one ``<answer>`` block,
+then the published fallbacks); the score is 1.0 when the predicted class equals the ground truth (whitespace
+collapsed, no other normalisation), 0.0 otherwise, minus 0.2 for a format error. The return value is the same
+dict as upstream's (``score``, ``predicted_class``, ``true_class``) and ``extra_info``, when given, gets the same
+keys upstream writes (``acc``, ``pred``, ``gt``, ``format_correct``, ``tool_used``, ``raw_answer``,
+``raw_solution``).
+
+``solution_str`` is what verl decodes of the response: the whole trajectory, tool turns included
+(:func:`spec_vetting.answers.trajectory_text` rebuilds it from recorded turns).
+
+Upstream also scores two multi-class sources (``lamost_cv_galaxy``, ``tns``) that are not Spec-o3 tasks; they are
+refused here rather than scored wrongly. Every other ``data_source`` is binary YES/NO, as upstream.
 """
 
 from __future__ import annotations
 
+import re
+
+from spec_vetting.answers import read_answer
+
 FORMAT_PENALTY = 0.2
+_MULTICLASS_SOURCES = ("lamost_cv_galaxy", "tns")
 
 
-def _parse_answer(text: str):
-    from spec_vetting.inspect.parsing import parse_answer  # the same reader the inspection loop uses
-
-    return parse_answer(text)
+def _cleanup(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
 
 
 def _ground_truth(value) -> str:
     if isinstance(value, dict):  # a whole reward_model dict passed by mistake
         value = value.get("ground_truth")
-    text = str(value).strip().upper() if value is not None else ""
-    if text not in ("YES", "NO"):
-        raise ValueError(f"ground_truth must be 'YES' or 'NO' (reward_model.ground_truth of the row), got {value!r}")
-    return text
+    if value is None:
+        raise ValueError("ground_truth must be given (reward_model.ground_truth of the row, 'YES' or 'NO')")
+    return _cleanup(str(value))
 
 
-def score_answer(answer, ground_truth: str) -> float:
-    """The reward of a parsed :class:`~spec_vetting.types.Answer` against YES/NO."""
+def score_reading(reading, ground_truth) -> float:
+    """The reward of a :class:`~spec_vetting.answers.Reading` against the ground truth."""
+    correct = reading.predicted == _ground_truth(ground_truth)
+    return (1.0 if correct else 0.0) - (FORMAT_PENALTY if reading.format_error else 0.0)
+
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> dict:
+    """verl entry point, upstream's contract: a dict with ``score``, ``predicted_class`` and ``true_class``."""
+    if data_source in _MULTICLASS_SOURCES:
+        raise ValueError(f"data_source {data_source!r} is a multi-class task of upstream, not a Spec-o3 YES/NO task")
+    solution = solution_str or ""
+    reading = read_answer(solution)
     truth = _ground_truth(ground_truth)
-    correct = 1.0 if answer.verdict == truth else 0.0
-    broken = answer.status != "well_formed"
-    return correct - (FORMAT_PENALTY if broken else 0.0)
+    score = score_reading(reading, truth)
+    if extra_info is not None and isinstance(extra_info, dict):
+        extra_info["acc"] = 1.0 if reading.predicted == truth else 0.0
+        extra_info["pred"] = reading.predicted
+        extra_info["gt"] = truth
+        extra_info["format_correct"] = 0.0 if reading.format_error else 1.0
+        extra_info["tool_used"] = 1.0 if re.search(r"<tool_call>.*?</tool_call>", solution, re.DOTALL) else 0.0
+        extra_info["raw_answer"] = reading.predicted if reading.predicted else solution.strip()
+        extra_info["raw_solution"] = solution[:200]
+    return {"score": score, "predicted_class": reading.predicted, "true_class": truth}
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float:
-    """verl entry point: ``data_source`` is the task key (unused: the rule is the same for every task)."""
-    return score_answer(_parse_answer(solution_str or ""), ground_truth)
+def predicted_class(solution_str: str) -> str:
+    """The class the published reward reads from a trajectory (``YES``, ``NO`` or whatever else it found)."""
+    return read_answer(solution_str or "").predicted

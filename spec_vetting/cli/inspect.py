@@ -164,8 +164,9 @@ could not finish (unreadable file, servers down, ERROR verdict), 2 usage or conf
 @click.option("--redshift", type=float, help="Redshift for the rest frame (default: the survey pipeline's).")
 @click.option("--temperature", type=click.FloatRange(min=0.0), default=0.0, show_default=True,
               help="Sampling temperature (0 is greedy, as the published validation).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=2048, show_default=True,
-              help="Max tokens per assistant turn.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None,
+              help="Cap on tokens per assistant turn (default as training: what is left of the 32768-token "
+                   "response budget).")
 @click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True,
               help="Max assistant turns (training used 8).")
 @click.option("--logprobs/--no-logprobs", default=False, help="Ask the server for logprobs to compute p_yes.")

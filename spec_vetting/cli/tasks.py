@@ -56,20 +56,41 @@ def show_cmd(key: str, tasks_file: str | None) -> None:
 
 
 @tasks.command("import-specvi")
-@click.argument("parquet", type=click.Path(exists=True, dir_okay=False))
+@click.argument("parquet", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default="tasks.yaml", show_default=True,
               help="Tasks YAML to write; tasks already in it are kept unless the import replaces them.")
-def import_specvi(parquet: str, output: str) -> None:
-    """Take the exact published prompts from a SpecVI-Bench parquet file (one task per data_source).
+@click.option("--from-hub", is_flag=True,
+              help="Take the files from the Hugging Face hub (Maxwell-Jia/SpecVI-Bench, train split) through the "
+                   "hub cache; works offline when the cache holds them. Needs huggingface_hub.")
+@click.option("--revision", default=None, help="Hub revision to fetch (a full commit sha pins it; default: main).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), help="Hub cache folder (default: huggingface_hub's).")
+@click.option("--offline", is_flag=True, help="With --from-hub: use the hub cache only, never the network.")
+def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revision: str | None,
+                  cache_dir: str | None, offline: bool) -> None:
+    """Take the exact published prompts from SpecVI-Bench parquet files (one task per data_source).
 
-    Pass the written file with --tasks-file to drive the model with its training prompts.
+    Give the files' paths, or --from-hub. Pass the written file with --tasks-file to drive the model with its
+    training prompts.
     """
     from ..inspect.prompts import class_name_from_prompt, specvi_task_prompts
     from ..inspect.tasks import Task, dump_tasks_yaml, get_task, load_tasks_file
 
     out = Path(output)
+    if not parquet and not from_hub:
+        raise click.UsageError("give SpecVI-Bench parquet file(s), or --from-hub")
     try:
-        prompts = specvi_task_prompts(parquet)
+        files = [Path(p) for p in parquet]
+        if from_hub:
+            from ..io.specvi_hub import SPECVI_REPO, SPECVI_REVISION, fetch_specvi, resolved_revision
+
+            hub_files = fetch_specvi(("train",), revision=revision or SPECVI_REVISION, cache_dir=cache_dir,
+                                     local_files_only=offline)
+            shas = sorted({resolved_revision(p) or "?" for p in hub_files})
+            click.echo(f"{SPECVI_REPO} at commit {', '.join(shas)} ({len(hub_files)} files; pin with --revision)")
+            files += hub_files
+        prompts: dict[str, str] = {}
+        for f in files:
+            prompts.update(specvi_task_prompts(f))
         existing = load_tasks_file(out) if out.exists() else []
     except ConfigError as exc:
         raise _usage_error(exc) from exc

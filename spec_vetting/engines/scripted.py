@@ -62,6 +62,7 @@ class ScriptedEngine(Engine):
     """Replies from a script; identity ``scripted`` so outputs never pass for a model's."""
 
     name = "scripted"
+    drives_model = False
 
     def __init__(self, replies: Sequence[Reply] | ReplyFn, *, model: str | None = "scripted",
                  delay_s: float = 0.0, p_yes_source: str = "scripted"):

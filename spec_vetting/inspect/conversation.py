@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from ..protocol import IMAGE_MARKUP, MAX_TOOL_RESPONSE_CHARS, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
+from ..protocol import IMAGE_MARKUP, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, cut_tool_text
 from .tasks import Task
 from ..types import ImagePart, Message, TextPart
 
@@ -32,13 +32,16 @@ def assistant_message(raw_text: str) -> Message:
 
 
 def cut_tool_response(text: str) -> str:
-    """The tool response text as training saw it: at most 1024 characters."""
-    return text[:MAX_TOOL_RESPONSE_CHARS]
+    """A tool's text as training cut it: past 1024 characters, first 512 + ``...(truncated)...`` + last 512.
+
+    Only the tool's own texts are cut (the loop does it in :func:`~spec_vetting.inspect.zoom.answer_tool_call`);
+    the agent loop's error texts were not.
+    """
+    return cut_tool_text(text)
 
 
 def tool_response_message(text: str, image_png: bytes | None = None) -> Message:
-    """The tool's answer as a user message; text is cut to the trained 1024 characters."""
-    text = cut_tool_response(text)
+    """The tool's answer as a user message, its text as given (already cut where training cut it)."""
     if image_png is None:
         return Message("user", [TextPart(TOOL_RESPONSE_OPEN + text + TOOL_RESPONSE_CLOSE)])
     return Message("user", [TextPart(TOOL_RESPONSE_OPEN), ImagePart(image_png), TextPart(text + TOOL_RESPONSE_CLOSE)])

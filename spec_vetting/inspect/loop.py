@@ -20,12 +20,13 @@ from typing import Literal
 from ..errors import EndpointUnavailableError, SpecVettingError
 from ..engine_interface import Engine
 from ..types import EngineReply, InspectionContext, Sampling
-from .conversation import assistant_message, build_initial_messages, cut_tool_response, tool_response_message
-from .parsing import has_answer_block, parse_answer, parse_tool_call
-from ..protocol import MAX_ASSISTANT_TURNS, TOOL_NAME
+from ..answers import locate_verdict, read_answer, trajectory_text
+from .conversation import assistant_message, build_initial_messages, tool_response_message
+from .parsing import has_answer_block, parse_tool_call
+from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS, turn_max_tokens
 from .tasks import Task
-from ..types import Answer, InspectionResult, ToolCall, Turn
-from .zoom import Renderer, ZoomResult, ZoomTool
+from ..types import InspectionResult, ToolCall, Turn
+from .zoom import Renderer, ZoomResult, ZoomTool, answer_tool_call
 
 log = logging.getLogger(__name__)
 
@@ -34,64 +35,74 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do after one assistant turn."""
+    """What to do after one assistant turn: run its tool call, or end the inspection (and read the trajectory)."""
 
-    action: Literal["answer", "tool", "stop"]
-    answer: Answer | None = None
+    action: Literal["tool", "end"]
     call: ToolCall | None = None
-    reason: str | None = None  # why the loop stops without a verdict
+    reason: str | None = None  # why it ended, when a budget ended it
 
 
-def decide(text: str, *, turn: int, max_turns: int = MAX_ASSISTANT_TURNS, completion_tokens_used: int = 0,
-           token_budget: int | None = None, finish_reason: str | None = None) -> Decision:
-    """The next step after assistant turn ``turn`` (0-based) wrote ``text``.
-
-    An answer block with a verdict ends the inspection even when a tool call sits beside it (the published reward
-    reads the answer; a zoom after it would change nothing). A tool call is run unless a budget is spent. A text
-    with neither ends the inspection as the RL rollout did; a verdict the fallbacks recover from it is kept,
-    flagged as recovered.
+def decide(text: str, *, turn: int, max_turns: int = MAX_ASSISTANT_TURNS, response_tokens_used: int = 0,
+           response_budget: int | None = RESPONSE_TOKENS) -> Decision:
+    """The next step after assistant turn ``turn`` (0-based) wrote ``text``, in the order of training's agent loop
+    (``tool_agent_loop.py`` ``run``): response budget spent -> end; ``max_turns`` assistant turns -> end; no valid
+    tool call -> end; else run the first call. An answer beside a call does not end it: the call runs.
     """
-    answer = parse_answer(text)
-    if answer.verdict is not None and has_answer_block(text):
-        return Decision("answer", answer=answer)
     call = parse_tool_call(text)
-    if call is not None:
-        if turn + 1 >= max_turns:
-            return Decision("stop", call=call,
-                            reason=f"turn budget spent: {max_turns} assistant turns without an answer")
-        if token_budget is not None and completion_tokens_used >= token_budget:
-            return Decision("stop", call=call,
-                            reason=f"token budget spent: {completion_tokens_used} completion tokens >= "
-                                   f"{token_budget} without an answer")
-        return Decision("tool", call=call)
-    if answer.verdict is not None:
-        return Decision("answer", answer=answer)
-    if has_answer_block(text):
-        reason = "the model's <answer> holds no YES/NO verdict"
-    else:
-        reason = "the model gave neither an answer nor a tool call"
-    if finish_reason == "length":
-        reason += " (its reply was cut at max_tokens; raise --max-tokens)"
-    return Decision("stop", answer=answer, reason=reason)
+    if response_budget is not None and response_tokens_used >= response_budget:
+        return Decision("end", call=call, reason=f"response budget spent: {response_tokens_used} tokens >= "
+                                                 f"{response_budget}")
+    if max_turns and turn + 1 >= max_turns:
+        return Decision("end", call=call, reason=f"turn budget spent: {max_turns} assistant turns")
+    if call is None:
+        return Decision("end")
+    return Decision("tool", call=call)
 
 
 def tool_result_for(call: ToolCall, zoom: ZoomTool) -> ZoomResult:
-    """The tool's answer to a parsed call.
+    """The answer to a parsed call, as training's agent loop gave it (see :func:`zoom.answer_tool_call`)."""
+    return answer_tool_call(call, zoom)
 
-    A call naming the tool reaches it even with a bad window: the zoom tool answers with the trained tool's own
-    texts (and a call without a range gets the full view, as in training). A call that never reached the tool
-    (bad JSON, unknown tool name) gets its parse error back as text.
+
+def _no_verdict_reason(reading, text: str, end_reason: str | None, finish_reason: str | None) -> str:
+    if reading.recovered_verdict is not None:
+        why = (f"no <answer> block: the {reading.fallback} fallback found {reading.recovered_verdict}, kept in "
+               "recovered_verdict for review, not taken as a verdict")
+    elif has_answer_block(text):
+        why = f"the model's <answer> holds no YES/NO verdict (it reads as {reading.predicted[:80]!r})"
+    else:
+        why = "the model gave neither an answer nor a tool call"
+    if end_reason:
+        why = f"{end_reason}; {why}"
+    if finish_reason == "length":
+        why += " (its last reply was cut at max_tokens)"
+    return why
+
+
+def read_trajectory(turns: list[Turn], p_yes_by_turn: list[float | None] | None = None):
+    """The published reward's reading of the whole trajectory, and p_yes when it is that of the verdict taken.
+
+    p_yes comes from the engine's reply of the turn holding the verdict, and only when that reply's own verdict
+    token (:func:`spec_vetting.answers.locate_verdict` on the turn's text) is the one the trajectory reading took.
     """
-    if call.name == TOOL_NAME and isinstance(call.arguments, dict):
-        return zoom.call(call.arguments)
-    return ZoomResult(f"Error: {call.error or 'unusable tool call'}")
+    text, starts = trajectory_text(turns)
+    reading = read_answer(text)
+    p_yes = None
+    if reading.verdict is not None and reading.position is not None and p_yes_by_turn:
+        for k, t in enumerate(turns):
+            local = reading.position - starts[k]
+            if 0 <= local < len(t.assistant_text or ""):
+                if k < len(p_yes_by_turn) and locate_verdict(t.assistant_text) == local:
+                    p_yes = p_yes_by_turn[k]
+                break
+    return reading, text, p_yes
 
 
 # --- the driver ----------------------------------------------------------------------------------------------------
 
 
 class _Stop(Exception):
-    """Internal: the attempt ended without a verdict (budget)."""
+    """Internal: the attempt ended without a verdict (time budget)."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
@@ -122,10 +133,49 @@ class _TimeBudget:
             self.deadline = time.monotonic() + self.seconds
 
 
-def _completion_tokens(turns: list[Turn]) -> int:
-    # a server that leaves usage out is counted by a rough 4 characters per token, so the budget still holds
-    return sum(t.usage.completion_tokens if t.usage.completion_tokens is not None else len(t.assistant_text) // 4
-               for t in turns)
+def _image_tokens(png: bytes | None) -> int:
+    """Qwen2.5-VL tokens of one picture: one per 28x28 block after rounding the size to multiples of 28."""
+    if not png or len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n":
+        return 0
+    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    return max(1, round(w / 28)) * max(1, round(h / 28)) + 2
+
+
+def _tool_tokens_estimate(t: Turn) -> int:
+    if t.tool_response_text is None:
+        return 0
+    return len(t.tool_response_text) // 3 + 12 + _image_tokens(t.image_png)
+
+
+def response_tokens_used(turns: list[Turn], first_prompt: int | None) -> int:
+    """Tokens after the first prompt (every generated and tool token), as training's response budget counts them.
+
+    Exact from the server's usage (this turn's prompt + completion - the first prompt); a server that leaves
+    usage out is counted roughly (4 characters per generated token, tool texts and pictures estimated).
+    """
+    last = turns[-1]
+    if first_prompt is not None and last.usage.prompt_tokens is not None and last.usage.completion_tokens is not None:
+        return last.usage.prompt_tokens + last.usage.completion_tokens - first_prompt
+    gen = sum(t.usage.completion_tokens if t.usage.completion_tokens is not None else len(t.assistant_text) // 4
+              for t in turns)
+    return gen + sum(_tool_tokens_estimate(t) for t in turns[:-1])
+
+
+def _context_estimate(turns: list[Turn]) -> int | None:
+    """Length of the next request's conversation: the last one's prompt and completion plus the tool answer."""
+    if not turns:
+        return None
+    last = turns[-1]
+    if last.usage.prompt_tokens is None or last.usage.completion_tokens is None:
+        return None
+    return last.usage.prompt_tokens + last.usage.completion_tokens + _tool_tokens_estimate(last)
+
+
+def _turn_sampling(sampling: Sampling, turns: list[Turn]) -> Sampling:
+    limit = turn_max_tokens(_context_estimate(turns))
+    if sampling.max_tokens is not None:  # a cap below training's (a deviation the job asked for)
+        limit = min(limit, int(sampling.max_tokens))
+    return dataclasses.replace(sampling, max_tokens=limit)
 
 
 async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: ZoomTool, full_png: bytes,
@@ -134,6 +184,10 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
     """One inspection from its start; fills ``result`` (turns, verdict). Raises engine errors to the caller."""
     messages = build_initial_messages(task, full_png)
     result.turns = []
+    p_yes_by_turn: list[float | None] = []
+    end_reason: str | None = None
+    last_reply: EngineReply | None = None
+    first_prompt: int | None = None
     async with engine.session(ctx) as session:
         budget.start()  # a rerun keeps the deadline of the first attempt
         deadline = budget.deadline
@@ -141,7 +195,7 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
             if deadline is not None and time.monotonic() >= deadline:
                 raise _Stop("time budget spent before an answer")
             t0 = time.monotonic()
-            request = session.complete(list(messages), turn=turn, sampling=sampling)
+            request = session.complete(list(messages), turn=turn, sampling=_turn_sampling(sampling, result.turns))
             try:
                 reply: EngineReply = (await asyncio.wait_for(request, deadline - t0) if deadline is not None
                                       else await request)
@@ -150,29 +204,44 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
             rec = Turn(index=turn, assistant_text=reply.text or "", usage=reply.usage,
                        latency_s=reply.latency_s or (time.monotonic() - t0), endpoint=reply.endpoint,
                        finish_reason=reply.finish_reason)
+            if turn == 0:
+                first_prompt = reply.usage.prompt_tokens
+            elif (token_budget is not None and first_prompt is not None and reply.usage.prompt_tokens is not None
+                  and reply.usage.prompt_tokens - first_prompt >= token_budget):
+                # training checks before appending a tool answer that it fits the response budget; the tokens
+                # of that answer are known here only now: this turn would not have been asked for
+                end_reason = (f"response budget spent: the tool answer brought the conversation to "
+                              f"{reply.usage.prompt_tokens - first_prompt} response tokens >= {token_budget}")
+                result.turns[-1].tool_response_text = None
+                break
             result.turns.append(rec)
+            p_yes_by_turn.append(reply.p_yes)
+            last_reply = reply
             decision = decide(rec.assistant_text, turn=turn, max_turns=max_turns,
-                              completion_tokens_used=_completion_tokens(result.turns), token_budget=token_budget,
-                              finish_reason=reply.finish_reason)
-            if decision.action == "answer":
-                ans = decision.answer
-                result.verdict = ans.verdict
-                result.status, result.fallback, result.justification = ans.status, ans.fallback, ans.justification
-                if reply.p_yes is not None:
-                    # each engine says where its p_yes comes from (answer-token logprobs, a calibrated score ...)
-                    result.p_yes, result.p_yes_source = reply.p_yes, getattr(engine, "p_yes_source", "engine")
-                return
+                              response_tokens_used=response_tokens_used(result.turns, first_prompt),
+                              response_budget=token_budget)
             rec.tool_call = decision.call
-            if decision.action == "stop":
-                # an engine that abstains on purpose (the rules engine on unusable data) says why
-                raise _Stop(reply.abstain_reason or decision.reason or "no verdict")
+            if decision.action == "end":
+                end_reason = decision.reason
+                break
             zr = await asyncio.get_running_loop().run_in_executor(None, tool_result_for, decision.call, zoom)
-            rec.tool_response_text = cut_tool_response(zr.text)
+            rec.tool_response_text = zr.text
             rec.image_png = zr.image_png
             rec.zoom_window = zr.window
             messages.append(assistant_message(rec.assistant_text))
             messages.append(tool_response_message(zr.text, zr.image_png))
-    raise _Stop(f"turn budget spent: {max_turns} assistant turns without an answer")  # pragma: no cover
+    reading, text, p_yes = read_trajectory(result.turns, p_yes_by_turn)
+    result.status, result.fallback, result.justification = reading.status, reading.fallback, reading.justification
+    if reading.verdict is not None:
+        result.verdict = reading.verdict
+        if p_yes is not None:
+            # each engine says where its p_yes comes from (answer-token logprobs, a calibrated score ...)
+            result.p_yes, result.p_yes_source = p_yes, getattr(engine, "p_yes_source", "engine")
+        return
+    result.recovered_verdict = reading.recovered_verdict
+    abstain = last_reply.abstain_reason if last_reply is not None else None
+    raise _Stop(abstain or _no_verdict_reason(reading, text, end_reason,
+                                             last_reply.finish_reason if last_reply is not None else None))
 
 
 def _error(result: InspectionResult, kind: str, message: str) -> InspectionResult:
@@ -182,18 +251,22 @@ def _error(result: InspectionResult, kind: str, message: str) -> InspectionResul
 
 
 async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, sampling: Sampling | None = None,
-                         max_turns: int = MAX_ASSISTANT_TURNS, token_budget: int | None = None,
+                         max_turns: int = MAX_ASSISTANT_TURNS, token_budget: int | None = RESPONSE_TOKENS,
                          time_budget_s: float | None = None, title: str = "Spectrum",
                          max_endpoint_retries: int = 2, renderer: Renderer | None = None) -> InspectionResult:
     """Inspect ``ctx.spectrum`` for ``task`` with ``engine`` (already started). Never raises per candidate.
 
-    ``token_budget`` caps the completion tokens summed over turns (training capped the response at 32768);
+    ``token_budget`` is training's response budget: every token after the first prompt (generated and tool
+    tokens) over the whole conversation, 32768 (also when None is given); each turn may use what is left
+    (``sampling.max_tokens`` None) or a cap below it;
     ``time_budget_s`` caps the wall time of the whole inspection, reruns included, counted from the moment the
     engine takes it (time queued for a free endpoint slot does not count). When the engine reports that
     the endpoint died (:class:`EndpointUnavailableError`) the inspection is rerun from its start, up to
     ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs.
     """
     sampling = sampling or Sampling()
+    if token_budget is None:
+        token_budget = RESPONSE_TOKENS
     started_at, t0 = time.time(), time.monotonic()
     budget = _TimeBudget(time_budget_s)
     result = InspectionResult(candidate_id=ctx.candidate_id, task=task.key, verdict="UNDECIDED",

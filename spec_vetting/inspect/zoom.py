@@ -19,7 +19,11 @@ import numpy as np
 
 from ..errors import RenderError
 from ..protocol import (
+    TOOL_NAME,
+    bad_arguments_text,
+    cut_tool_text,
     no_points_reason,
+    unknown_tool_text,
     zoom_invalid_range_text,
     zoom_processing_error_text,
     zoom_success_text,
@@ -49,7 +53,8 @@ def _default_renderer() -> Renderer:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(float(v))
+    # bool is a number to Python (True < 5000 holds in the trained check); NaN never passes a < b anyway
+    return isinstance(v, Real) and not math.isnan(float(v))
 
 
 class ZoomTool:
@@ -101,23 +106,36 @@ class ZoomTool:
     async def afull_view(self) -> bytes:
         return await asyncio.get_running_loop().run_in_executor(None, self.full_view)
 
+    def _window_ok(self, requested: Any) -> bool:
+        """The trained tool's range check, with Python's own semantics: two values, min < max, overlapping the data.
+
+        A value that cannot be measured or compared (a string's characters against the data's numbers, a dict's
+        keys ...) makes the range invalid, as the TypeError inside the trained check did. Booleans and infinities
+        compare as numbers there, so they pass here too.
+        """
+        if not math.isfinite(self.lo):
+            return False
+        try:
+            if len(requested) != 2:
+                return False
+            a, b = requested
+            if not a < b:
+                return False
+            if b < self.lo or a > self.hi:
+                return False
+            return bool(_is_number(a) and _is_number(b))
+        except Exception:
+            return False
+
     def _call(self, arguments: Any) -> ZoomResult:
-        if not isinstance(arguments, dict):
-            return ZoomResult(zoom_processing_error_text(f"arguments must be an object, got {arguments!r}"))
-        label = arguments.get("label")
-        label = str(label) if label not in (None, "") else None
+        if not isinstance(arguments, dict):  # the trained tool calls arguments.get(...): it fails on anything else
+            return ZoomResult(bad_arguments_text(arguments))
+        label = arguments.get("label", "")
         requested = arguments.get("wavelength_range")
         if requested is None:
             return ZoomResult(zoom_success_text(None, label), self.full_view(), None)
-        if (
-            not isinstance(requested, list | tuple)
-            or len(requested) != 2
-            or not all(_is_number(v) for v in requested)
-            or not requested[0] < requested[1]
-            or not (math.isfinite(self.lo) and requested[1] >= self.lo and requested[0] <= self.hi)
-        ):
-            shown = list(requested) if isinstance(requested, tuple) else requested
-            return ZoomResult(zoom_invalid_range_text(shown, self.lo, self.hi))
+        if not self._window_ok(requested):
+            return ZoomResult(zoom_invalid_range_text(requested, self.lo, self.hi))
         typed = tuple(requested)  # printed as the model typed it: [6500, 6600] -> (6500, 6600)
         window = (float(typed[0]), float(typed[1]))
         if self._points_in(*window) == 0:
@@ -127,3 +145,18 @@ class ZoomTool:
         except RenderError:
             return ZoomResult(zoom_processing_error_text(no_points_reason(typed)))
         return ZoomResult(zoom_success_text(typed, label), png, window)
+
+
+def answer_tool_call(call, zoom: ZoomTool) -> ZoomResult:
+    """What the agent loop of training answered to one parsed call (``tool_agent_loop.py`` ``_call_tool``).
+
+    Another tool's name: the KeyError text, ``Error when executing tool: 'zoom'``. Otherwise the tool answers (its
+    own texts, an argument that is not an object included); the tool's text is cut in the middle past 1024
+    characters. The agent loop's own error texts are not cut, as in training.
+    """
+    if call.name != TOOL_NAME:
+        return ZoomResult(unknown_tool_text(str(call.name)))
+    if not isinstance(call.arguments, dict):
+        return ZoomResult(bad_arguments_text(call.arguments))
+    zr = zoom.call(call.arguments)
+    return ZoomResult(cut_tool_text(zr.text), zr.image_png, zr.window)

@@ -82,7 +82,10 @@ class SamplingConfig(_Strict):
 
     temperature: float = Field(0.0, ge=0, description="sampling temperature; 0 = greedy")
     top_p: float = Field(1.0, gt=0, le=1, description="nucleus sampling mass")
-    max_tokens: int = Field(2048, gt=0, description="max tokens per assistant turn")
+    max_tokens: int | None = Field(
+        None, gt=0,
+        description="cap on tokens per assistant turn; default (null) as training: what is left of the response "
+        "budget, min(32768, 34816 - context - 1); a number is a deviation that caps each turn")
     seed: int | None = Field(None, description="sampling seed sent to the server, if any")
     logprobs: bool = Field(False, description="ask for log-probabilities to compute p_yes from the answer token")
     top_logprobs: int = Field(0, ge=0, description="alternatives per token when logprobs is on (e.g. 5)")
@@ -131,7 +134,10 @@ class BudgetConfig(_Strict):
     """Limits per inspection; exceeding one gives an UNDECIDED verdict with the reason."""
 
     max_turns: int = Field(8, ge=1, description="assistant turns per inspection (8 in training)")
-    token_budget: int | None = Field(None, ge=1, description="total tokens per inspection (prompt + completion)")
+    token_budget: int | None = Field(
+        None, ge=1,
+        description="response budget: tokens after the first prompt (generated and tool tokens) per inspection; "
+        "default (null) 32768, as training")
     time_budget_s: float | None = Field(None, gt=0, description="wall time per inspection in seconds")
     max_endpoint_retries: int = Field(2, ge=0, description="reruns of an inspection whose endpoint died")
 

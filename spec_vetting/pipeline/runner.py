@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from ..catalog.read import read_manifest, read_verdicts, runs_dir
 from ..catalog.schema import RUNS_DIR
-from ..engines import create_engine, engine_in_flight_slots, engine_options
+from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
 from ..errors import ConfigError, RunFailedError, SpecVettingError
 from .config import JobConfig, auto_shard_size
@@ -66,6 +66,34 @@ def load_all_candidates(sources: list[str]) -> list:
 def job_engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, Any]:
     """The job's engine options, with the per-engine in-flight cap this cluster size gives."""
     return engine_options(job.engine.resolved_name, job.engine.settings(inflight_per_engine))
+
+
+#: task sources whose prompt text is the one the published model was trained on
+TRAINING_PROMPT_SOURCES = ("specvi",)
+
+
+def prompt_sources(items, tasks_file, task_cache) -> dict[str, int]:
+    """How many pairs are asked with which kind of prompt: ``specvi``/``inline`` (the candidate's own, e.g. a
+    SpecVI-Bench row's training prompt), ``user`` (a tasks file) or ``builtin`` (texts this project wrote)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        source = task_for(item, tasks_file, task_cache).source
+        counts[source] = counts.get(source, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def builtin_prompt_warning(engine_name: str, sources: dict[str, int]) -> str | None:
+    """The loud start-of-run warning when a model engine is given prompts it was not trained on."""
+    n_builtin = sources.get("builtin", 0)
+    if not n_builtin:
+        return None
+    return (
+        f"WARNING: the {engine_name} engine drives a model, and {n_builtin} of {sum(sources.values())} pair(s) use "
+        "the BUILT-IN prompts: texts this project wrote, not the prompts the published Spec-o3 weights were trained "
+        "on (only SpecVI-Bench's `prompt` column holds those). Expect results below the paper's. Give each "
+        "candidate its training prompt (`spec-vet tasks import-specvi`, or a SpecVI-Bench parquet as the candidate "
+        "list) or a tasks file (--tasks-file). The prompt source is recorded in the manifest (prompt_sources)."
+    )
 
 
 def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
@@ -282,6 +310,12 @@ def run_job(
         store.remove_unfinished_parts(done)
         pending = [s for s in shards if s.shard_id not in done]
         n_done_items = sum(len(s.items) for s in shards if s.shard_id in done)
+        sources = prompt_sources(plan.items, job.tasks_file, task_cache)
+        drives_model = getattr(engine_class(name), "drives_model", True)
+        warning = builtin_prompt_warning(name, sources) if drives_model else None
+        if warning:
+            echo(warning)
+            log.warning(warning)
 
         counts = plan_counts(
             plan, n_candidates=len(candidates), n_pairs=len(items), n_shards=len(shards), shard_size=shard_size,
@@ -292,6 +326,8 @@ def run_job(
             tasks={t: get_task(t, job.tasks_file) for t in plan.tasks}, renderer_version=rversion, counts=counts,
             pending_shards=len(pending),
         )
+        # where the prompt texts came from: builtin = written by this project, not what the model was trained on
+        manifest["prompt_sources"], manifest["prompt_warning"] = sources, warning
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         verb = "RESUME" if previous else "START"

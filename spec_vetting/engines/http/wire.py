@@ -13,7 +13,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ...answers import locate_verdict
 from ...types import ImagePart, Message, TextPart, Usage
+from ...protocol import RESPONSE_TOKENS
 from ...types import Sampling
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -66,8 +68,9 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
         "stream": False,
         "temperature": float(sampling.temperature),
         "top_p": float(sampling.top_p),
-        "max_tokens": int(sampling.max_tokens),
     }
+    # the loop always sets it (training's rule: what is left of the response budget); a bare call may not
+    body["max_tokens"] = int(sampling.max_tokens) if sampling.max_tokens is not None else RESPONSE_TOKENS
     if sampling.seed is not None:
         body["seed"] = int(sampling.seed)
     if sampling.logprobs:
@@ -117,9 +120,11 @@ def _token_prob(entries: list[dict]) -> tuple[float, float]:
 
 
 def p_yes_from_logprobs(logprobs: Any) -> float | None:
-    """P(YES) / (P(YES) + P(NO)) at the token right after the last ``\\boxed{``; None when it cannot be read.
+    """P(YES) / (P(YES) + P(NO)) at the token of the verdict the answer reader takes; None when it cannot be read.
 
-    Works whether the tokenizer splits ``\\boxed{`` and ``YES`` or fuses ``{YES``.
+    The verdict is located by :func:`spec_vetting.answers.locate_verdict` on the text the tokens spell (the same
+    locator the loop and the local engine use). Works whether the tokenizer splits ``\\boxed{`` and ``YES`` or
+    fuses ``{YES``.
     """
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content:
@@ -130,11 +135,10 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
         tok = item.get("token", "") if isinstance(item, dict) else ""
         text += str(tok)
         ends.append(len(text))
-    marker = text.rfind("\\boxed{")
-    if marker < 0:
+    after = locate_verdict(text)
+    if after is None:
         return None
-    after = marker + len("\\boxed{")
-    # the token holding the first character after the brace (or the brace token itself when it fuses "{YES")
+    # the token holding the verdict's first letter (it may also carry text before it, e.g. a fused "{YES")
     idx = next((i for i, end in enumerate(ends) if end > after), None)
     if idx is None:
         return None
@@ -143,7 +147,7 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
     alts = item.get("top_logprobs") if isinstance(item, dict) else None
     if not isinstance(alts, list) or not alts:
         alts = [item]
-    if start_of_idx < after:  # fused token such as "{YES": compare alternatives after the brace
+    if start_of_idx < after:  # fused token such as "{YES": compare alternatives after the lead
         alts = [{**a, "token": str(a.get("token", ""))[after - start_of_idx:]} for a in alts if isinstance(a, dict)]
     p_yes, p_no = _token_prob(alts)
     if p_yes + p_no <= 0:

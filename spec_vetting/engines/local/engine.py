@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...answers import locate_verdict
 from ...errors import ConfigError, EngineError
+from ...protocol import RESPONSE_TOKENS
 from ...types import Message, Usage
 from ...engine_interface import Engine, EngineSession
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
@@ -53,7 +55,8 @@ class GenerationRequest:
 
 def _sampling_key(s: Sampling) -> tuple:
     # only requests that decode the same way share a batch
-    return (s.temperature, s.top_p, s.max_tokens, s.seed, bool(s.logprobs), s.top_logprobs)
+    # max_tokens is left out: under training's rule it differs turn by turn; a batch takes the largest asked
+    return (s.temperature, s.top_p, s.seed, bool(s.logprobs), s.top_logprobs)
 
 
 DTYPE_NAMES = {"bfloat16": "bfloat16", "bf16": "bfloat16", "float16": "float16", "fp16": "float16",
@@ -383,15 +386,18 @@ class LocalEngine(Engine):
         batch = self.inputs.build([r.messages for r in requests])
         limit = self.model.config.text_config.max_position_embeddings
         longest = max(batch.prompt_tokens)
-        if longest + s.max_tokens > limit:
+        # as verl's rollout: max_new_tokens = min(asked, context left - 1); no room left is an error
+        asked = max(r.sampling.max_tokens if r.sampling.max_tokens is not None else RESPONSE_TOKENS for r in requests)
+        max_new = min(asked, limit - longest - 1)
+        if max_new < 1:
             raise EngineError(
-                f"prompt of {longest} tokens plus max_tokens {s.max_tokens} exceeds the model's context of {limit}; "
-                "lower max_pixels or the per-turn token limit",
+                f"prompt of {longest} tokens leaves no room in the model's context of {limit}; "
+                "lower max_pixels",
                 kind="context_length",
             )
         sampled = s.temperature > 0
         config = GenerationConfig(
-            max_new_tokens=s.max_tokens,
+            max_new_tokens=max_new,
             do_sample=sampled,
             temperature=s.temperature if sampled else 1.0,
             top_p=s.top_p if sampled else 1.0,
@@ -540,17 +546,8 @@ class LocalEngine(Engine):
 
 
 def verdict_position(text: str) -> int | None:
-    """Index of the first letter of the boxed verdict (in the last ``<answer>`` block when there is one)."""
-    start = 0
-    answers = [m.start() for m in re.finditer(r"<answer>", text)]
-    if answers:
-        start = answers[-1]
-    m = None
-    for m in re.finditer(r"\\boxed\{\s*(yes|no)\b", text[start:], flags=re.IGNORECASE):
-        pass
-    if m is None:
-        return None
-    return start + m.start(1)
+    """Index of the first letter of the verdict the answer reader takes (the one locator of the package)."""
+    return locate_verdict(text)
 
 
 class _LocalSession(EngineSession):

@@ -192,6 +192,7 @@ class RulesEngine(Engine):
     """Classical diagnostics through the Spec-o3 loop; ``engine="rules"``, ``model=None`` in every output row."""
 
     name = "rules"
+    drives_model = False  # reads measurements, not the prompt text
     p_yes_source = "rules_score"
 
     def identity(self) -> EngineIdentity:
