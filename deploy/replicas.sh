@@ -23,7 +23,7 @@ Usage: $(basename "$0") --gpus N --model PATH [options]
   --host H                 bind address (default 0.0.0.0)
   --served-name NAME       model name the servers report (default spec-o3-7b)
   --chat-template FILE     default: deploy/chat_template.jinja
-  --context-length N       default 32768 (training: prompt 2048 + response up to 32768 tokens)
+  --context-length N       default 34816 (training: prompt 2048 + response 32768 tokens, tool tokens included)
   --mem-fraction F         GPU memory fraction (default 0.85)
   --image-max-pixels N     largest image after resizing (default 1003520; renders are ~0.4 Mpx so never shrunk)
   --max-images N           pictures per conversation the server accepts (default 9: the full view + 8 zooms)
@@ -38,7 +38,7 @@ USAGE
 # shellcheck disable=SC2034  # the variables set here are read by the sourcing launcher's replica_cmd
 replicas_parse() {
   gpus="" model="" gpu_ids="" port_base=30000 host=0.0.0.0 served_name=spec-o3-7b
-  chat_template="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/chat_template.jinja" context_length=32768
+  chat_template="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/chat_template.jinja" context_length=34816
   mem_fraction=0.85 image_max_pixels=1003520 max_images=9 gateway="" log_dir="./${SERVER}-logs"
   health_timeout=900 dry_run=0
   while [ $# -gt 0 ]; do
