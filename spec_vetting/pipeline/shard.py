@@ -168,6 +168,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         try:
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
+                started = time.time()
                 try:
                     spectrum = await load(cand)
                 except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
@@ -175,6 +176,9 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                         cid, item.task, getattr(exc, "kind", None) or "read_error", _message(exc, cand),
                         identity=identity, prompt_version=task.version, renderer_version=rversion,
                     )
+                    # when the file was looked at: an incremental run retries a permanent error only if the file
+                    # was modified after this
+                    result.started_at = started
                 else:
                     for warning in getattr(getattr(spectrum, "meta", None), "warnings", None) or []:
                         log.warning("candidate %s: %s", cid, warning)
