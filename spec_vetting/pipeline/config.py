@@ -170,7 +170,8 @@ class JobConfig(_Strict):
     max_inflight_per_endpoint: int = Field(
         8, ge=1,
         description="in-flight inspections per endpoint over the whole cluster (split evenly over the worker "
-        "processes, rounded up: 8 over 3 workers allows 3 each)",
+        "processes, rounded down, so the cap always holds: 8 over 3 workers allows 2 each; never more worker "
+        "processes than this cap for an engine that has one)",
     )
     concurrency: int = Field(
         8, ge=1, description="in-flight inspections per shard for in-process engines (rules, local, scripted)"
