@@ -126,11 +126,13 @@ async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
 
     def work() -> None:
         try:
-            result = fn()
+            result, error = fn(), None
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
-            loop.call_soon_threadsafe(deliver, None, exc)
-        else:
-            loop.call_soon_threadsafe(deliver, result, None)
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(deliver, result, error)
+        except RuntimeError:  # the loop is gone (the read outlived its timeout and the shard): nobody waits
+            pass
 
     threading.Thread(target=work, name="spec-vet-read", daemon=True).start()
     try:
