@@ -6,8 +6,9 @@
 # - one instance per job at a time (flock on a lock file; a second start exits 75 at once);
 # - everything goes to a dated log file under $SPEC_VETTING_LOG_DIR (default ~/.local/state/spec-vetting);
 # - incremental mode: pairs vetted on earlier nights are skipped; an unfinished run of the same inputs is resumed;
-# - exit code: 0 finished (unreadable spectra are ERROR rows, not failures), 1 the run could not finish (rerun),
-#   2 usage or configuration error, 75 another instance is running.
+# - exit code: 0 finished (unreadable spectra are ERROR rows, not failures) or nothing to vet (empty folder),
+#   1 the run could not finish (rerun) or its ERROR fraction is above max_error_rate, 2 usage or configuration
+#   error, 75 another instance is running, 130/143 interrupted by SIGINT/SIGTERM (the next start resumes).
 #
 # Environment: SPEC_VET (the spec-vet command, default: spec-vet on PATH), SPEC_VETTING_LOG_DIR,
 # SPEC_VETTING_API_KEY (or the variable the job's engine.api_key_env names).
@@ -45,6 +46,7 @@ set -e
 case $rc in
   0) echo "$(date -u +%FT%TZ) SUCCESS $name" >>"$log_file" ;;
   2) echo "$(date -u +%FT%TZ) FAILED $name: usage or configuration error (exit 2); fix the job file" >>"$log_file" ;;
+  130|143) echo "$(date -u +%FT%TZ) INTERRUPTED $name: exit $rc (SIGINT/SIGTERM); what is done is kept, the next start resumes" >>"$log_file" ;;
   *) echo "$(date -u +%FT%TZ) FAILED $name: exit $rc; what is done is kept, the next start resumes" >>"$log_file" ;;
 esac
 exit "$rc"

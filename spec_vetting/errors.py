@@ -47,6 +47,12 @@ class SpectrumReadError(SpecVettingError):
         super().__init__(msg)
 
 
+class ReadTimeoutError(SpectrumReadError):
+    """Reading the spectrum took longer than the read timeout (a stale network mount, a blocking device)."""
+
+    kind = "read_timeout"
+
+
 class UnsupportedFormatError(SpectrumReadError):
     """The file is FITS but no reader recognises its layout (or it is a layout we refuse, like LAMOST MRS)."""
 

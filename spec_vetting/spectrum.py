@@ -39,6 +39,9 @@ class SpectrumMeta:
     redshift_warning: int | None = None
     snr: float | None = None  # a single representative S/N (median per pixel where the survey gives bands)
     snr_bands: dict[str, float] = field(default_factory=dict)
+    #: what the reader noticed but read through: a survey's "no redshift" sentinel, a DESI arm missing, a redrock
+    #: file without this target ... (each a sentence; logged, and kept with the spectrum)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -95,6 +98,8 @@ class Spectrum:
         """
         z = self.meta.redshift if redshift is None else redshift
         z = 0.0 if z is None or not np.isfinite(z) else float(z)
+        if z <= -1.0:
+            raise ValueError(f"{self.meta.path or 'spectrum'}: redshift {z:g} is not physical (1 + z must be > 0)")
         # a real copy: arrays and the metadata's dicts are not shared, so editing one spectrum never edits the other
         return dataclasses.replace(
             self,
@@ -102,7 +107,8 @@ class Spectrum:
             flux=self.flux.copy(),
             ivar=self.ivar.copy(),
             mask=self.mask.copy(),
-            meta=dataclasses.replace(self.meta, ids=dict(self.meta.ids), snr_bands=dict(self.meta.snr_bands)),
+            meta=dataclasses.replace(self.meta, ids=dict(self.meta.ids), snr_bands=dict(self.meta.snr_bands),
+                                     warnings=list(self.meta.warnings)),
         )
 
     def to_specutils(self):

@@ -170,8 +170,33 @@ def test_missing_sources_and_formats(tmp_path):
         load_candidates(tmp_path / "x.json")
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(CandidateListError, match="no FITS file"):
-        load_candidates(empty)
+    assert load_candidates(empty) == []  # an empty incoming folder is a normal night (issue 14)
+
+
+def test_links_and_fifos_in_a_folder_are_candidates_with_errors(spectra_dir, tmp_path):
+    """Issue 14: dangling links, link loops and FIFOs used to vanish from a folder listing without a message."""
+    import os
+    import threading
+
+    d, _ = spectra_dir
+    shutil.copy(d / "lamost" / "a.fits", tmp_path / "good.fits")
+    (tmp_path / "dangling.fits").symlink_to(tmp_path / "gone.fits")
+    (tmp_path / "loop1.fits").symlink_to(tmp_path / "loop2.fits")
+    (tmp_path / "loop2.fits").symlink_to(tmp_path / "loop1.fits")
+    os.mkfifo(tmp_path / "pipe.fits")
+    (tmp_path / "linked.fits").symlink_to(tmp_path / "good.fits")
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(load_candidates(tmp_path)), daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive(), "listing a folder with a FIFO blocked"
+    cands = {c.candidate_id: c for c in out[0]}
+    assert sorted(cands) == ["dangling", "good", "linked", "loop1", "loop2", "pipe"]
+    for cid, message in [("dangling", "dangling symbolic link"), ("loop1", "symbolic link loop"),
+                         ("loop2", "symbolic link loop"), ("pipe", "FIFO")]:
+        with pytest.raises(SpectrumReadError, match=message):
+            cands[cid].load_spectrum()
+    assert cands["linked"].load_spectrum().meta.survey == "lamost"
 
 
 def test_load_spectrum_errors_are_typed(tmp_path):

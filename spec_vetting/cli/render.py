@@ -50,8 +50,12 @@ def render(path, target, window, redshift, title, output) -> None:
 
     if window is not None and not window[0] < window[1]:
         raise click.UsageError(f"--range {window[0]:g} {window[1]:g}: MIN must be smaller than MAX")
+    if redshift is not None and not (-1.0 < redshift < 1e3):
+        raise click.UsageError(f"--redshift {redshift:g}: a redshift must be above -1 (1 + z > 0)")
     try:
         spectrum = read_spectrum(path, target=_target(target))
+        for warning in spectrum.meta.warnings:
+            click.echo(f"warning: {path}: {warning}", err=True)
         rest = spectrum.rest_frame(redshift)
         png = render_spectrum(rest.wavelength, rest.flux, wavelength_range=window, title=title)
     except RenderError as exc:  # the message names the window, not the file
@@ -59,6 +63,10 @@ def render(path, target, window, redshift, title, output) -> None:
         sys.exit(1)
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    except (ValueError, ArithmeticError) as exc:  # never a raw traceback: say what could not be drawn
+        z = spectrum.meta.redshift if redshift is None else redshift
+        click.echo(f"error: {path}: cannot draw the spectrum (rest frame z={z}): {exc}", err=True)
         sys.exit(1)
     out = Path(output)
     out.write_bytes(png)

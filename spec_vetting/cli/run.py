@@ -2,12 +2,15 @@
 
 Every job-file field is also an option (one table below defines both the option and the field it sets), so a
 one-off run needs no file; options override the job file's fields; with no job file, ``--candidates`` and
-``--out`` are enough. Exit codes: 0 the run finished (ERROR rows included); 1 it could not finish (safe to rerun:
-it resumes); 2 usage or configuration error.
+``--out`` are enough. Exit codes: 0 the run finished (ERROR rows included; also an empty candidate folder:
+"nothing to vet"); 1 it could not finish (safe to rerun: it resumes), or it finished with more ERROR rows than
+``--max-error-rate``; 2 usage or configuration error; 130 / 143 interrupted by SIGINT (Ctrl-C) / SIGTERM
+(finished shards kept, INTERRUPTED in run.log; rerun to resume).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Any
 
@@ -37,7 +40,7 @@ JOB_OPTIONS = [
     _job_option("engine.gateway", "--gateway", help="One router URL in front of the replicas, instead of --endpoint."),
     _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
-    _job_option("engine.timeout_s", "--timeout", type=float, help="Per-request timeout, seconds (300)."),
+    _job_option("engine.timeout_s", "--timeout", type=float, help="Per-request timeout, seconds (120)."),
     _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
                 help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
     _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),
@@ -51,7 +54,9 @@ JOB_OPTIONS = [
                 help="k sampled inspections per pair, p_yes from agreement (needs --temperature > 0)."),
     _job_option("budgets.max_turns", "--max-turns", type=int, help="Assistant turns per inspection (8)."),
     _job_option("budgets.token_budget", "--token-budget", type=int, help="Response tokens per inspection, tool tokens included (32768)."),
-    _job_option("budgets.time_budget_s", "--time-budget", type=float, help="Seconds per inspection."),
+    _job_option("budgets.time_budget_s", "--time-budget", type=float, help="Seconds per inspection (600)."),
+    _job_option("budgets.read_timeout_s", "--read-timeout", type=float,
+                help="Seconds to read one spectrum file (120); then an ERROR row."),
     _job_option("budgets.max_endpoint_retries", "--max-endpoint-retries", type=int,
                 help="Reruns of an inspection whose endpoint died (2)."),
     _job_option("max_inflight_per_endpoint", "--max-inflight-per-endpoint", type=int,
@@ -71,6 +76,8 @@ JOB_OPTIONS = [
                 help="Worker processes (default) or threads in this process."),
     _job_option("cluster.memory_limit", "--memory-limit", help="Per-worker memory limit, e.g. 4GiB."),
     _job_option("cluster.dashboard", "--dashboard/--no-dashboard", help="Serve and print the Dask dashboard."),
+    _job_option("max_error_rate", "--max-error-rate", type=float,
+                help="Exit 1 (FAILED) when more than this fraction (0-1) of the verdicts are ERROR."),
 ]
 
 
@@ -146,6 +153,34 @@ def format_summary(outcome) -> str:
     return "\n".join(lines)
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM: the run stops like a Ctrl-C (finished shards kept, a line in run.log)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: exit codes of an interrupted run: 128 + the signal, as shells and systemd report them
+EXIT_INTERRUPTED = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def _on_signal(signum, frame):
+    # the first signal interrupts; more of them (a second Ctrl-C, systemd's repeated SIGTERM) must not break the
+    # cleanup that records the interruption
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    raise RunInterrupted(signum)
+
+
+def _install_signal_handlers() -> None:
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _on_signal)
+
+
 def _with_job_options(command):
     for _, option in reversed(JOB_OPTIONS):
         command = option(command)
@@ -167,7 +202,8 @@ def run(job_file, example, fresh, progress, **opts):
     spec-vet run --candidates list.csv --task cv --endpoint http://gpu01:30000/v1 --out catalog/
 
     Rerunning the same command after a crash resumes the unfinished run (--fresh starts a new one).
-    Exit codes: 0 finished (ERROR rows included), 1 could not finish (rerun to resume), 2 usage/configuration.
+    Exit codes: 0 finished (ERROR rows included) or nothing to vet, 1 could not finish (rerun to resume) or ERROR
+    rate above --max-error-rate, 2 usage/configuration, 130/143 interrupted by SIGINT/SIGTERM (rerun to resume).
     """
     if example:
         from ..pipeline.config import example_job_text
@@ -179,6 +215,7 @@ def run(job_file, example, fresh, progress, **opts):
 
     try:
         job = build_job(job_file, opts)
+        _install_signal_handlers()
         outcome = run_job(job, fresh=fresh, progress=progress, echo=lambda s: click.echo(s, err=True))
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -189,9 +226,11 @@ def run(job_file, example, fresh, progress, **opts):
     except SpecVettingError as exc:
         click.echo(f"error: the run could not finish: {exc}. Rerun the same command to resume.", err=True)
         sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("\ninterrupted: finished shards are kept; rerun the same command to resume.", err=True)
-        sys.exit(1)
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        click.echo(f"\ninterrupted by {signal.Signals(signum).name}: finished shards are kept; rerun the same "
+                   "command to resume.", err=True)
+        sys.exit(EXIT_INTERRUPTED.get(signum, 130))
     except OSError as exc:  # disk full, permissions changed mid-run ...: what is done is kept
         where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
         click.echo(
@@ -200,7 +239,14 @@ def run(job_file, example, fresh, progress, **opts):
             err=True,
         )
         sys.exit(1)
+    if outcome.status == "nothing_to_do":
+        click.echo(f"nothing to vet: {outcome.summary.get('reason', 'no candidate')}")
+        return
     click.echo(format_summary(outcome))
+    if outcome.status == "error_rate_exceeded":
+        click.echo(f"error: the run finished but {outcome.failures[0]}. Check the data folder and the engine "
+                   "(spec-vet catalog summary); the rows are kept.", err=True)
+        sys.exit(1)
     if outcome.status != "finished":
         click.echo(
             f"error: {len(outcome.failures)} shard(s) failed (first: {outcome.failures[0]}); what is done is kept. "

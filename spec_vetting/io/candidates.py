@@ -10,7 +10,9 @@ A candidate is (candidate id, optional task, a spectrum source, optional label).
 - a directory (searched recursively) or a glob of FITS files: one candidate per file, except DESI coadd/spectra
   files, which give one candidate per usable science target (the only case where listing reads a file beyond its
   first header); DESI redrock/zbest files are skipped; a file that cannot be opened is still one candidate (its
-  error comes later, per candidate, from :meth:`Candidate.load_spectrum`);
+  error comes later, per candidate, from :meth:`Candidate.load_spectrum`), and so is a FITS-named dangling
+  symbolic link, link loop, FIFO or device (never opened while listing). An existing folder without any FITS
+  file gives no candidate (an empty incoming folder is a normal night);
 - a single FITS spectrum file (one candidate, or one per target of a DESI file);
 - a SpecVI-Bench parquet file (spectrum inline, label from ``reward_model.ground_truth``, task from
   ``data_source`` with ``cc`` = ``carbon``, null redshift = 0, the row's own prompt text);
@@ -409,6 +411,13 @@ def _file_candidates(path: Path, *, in_listing: bool) -> list[Candidate]:
     """Candidates of one spectrum file: one, or one per usable target of a DESI file. Never raises for the file."""
     spath = os.path.normpath(str(path))
     single = [Candidate(candidate_id=_default_id(spath, None), path=spath, source=spath)]
+    from .fits_open import check_regular_file
+
+    try:
+        check_regular_file(spath)  # a FIFO would block the first open for ever: never opened, listed as is
+    except SpectrumReadError as exc:
+        log.warning("%s: listed as one candidate although it cannot be read (%s)", spath, exc)
+        return single
     # LAMOST and SDSS files say who they are in the first header cards: one candidate, no further reading
     if _primary_telescope(path) in ("LAMOST", "SDSS 2.5-M"):
         return single
@@ -441,7 +450,10 @@ def _is_fits_name(name: str) -> bool:
 
 
 def _directory_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file() and _is_fits_name(p.name))
+    """Every entry with a FITS name that is not a folder: regular files, and also dangling symbolic links, link
+    loops, FIFOs and devices, so that each becomes a candidate whose ERROR row says what it is (issue 14: they
+    used to vanish from the listing without a message)."""
+    return sorted(p for p in root.rglob("*") if _is_fits_name(p.name) and not p.is_dir())
 
 
 def _specvi_candidates(path: Path) -> list[Candidate]:
@@ -502,10 +514,9 @@ def _load_one(source: str | Path) -> list[Candidate]:
     if path.is_dir():
         files = _directory_files(path)
         if not files:
-            raise CandidateListError(
-                path, "the folder holds no FITS file (.fits, .fit, .fts, optionally .gz)",
-                hint="give a candidate table or the folder of the spectra",
-            )  # fmt: skip
+            # an empty incoming folder is a normal night, not a configuration error (issue 14): zero candidates
+            log.warning("%s: the folder holds no FITS file (.fits, .fit, .fts, optionally .gz): no candidate", path)
+            return []
         return _listing(files)
     suffix = path.name.lower()
     if suffix.endswith((".csv", ".tsv", ".txt")):

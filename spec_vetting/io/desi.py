@@ -41,6 +41,9 @@ ARM_RE = re.compile(r"^([A-Z0-9]+)_FLUX$")
 DEFAULT_FLUX_UNIT = "1e-17 erg / (s cm2 Angstrom)"
 
 
+STANDARD_ARMS = ("B", "R", "Z")
+
+
 def desi_arms(f: FitsFile) -> list[str]:
     """Arm prefixes that have both FLUX and WAVELENGTH HDUs, ordered by their first wavelength (B, R, Z)."""
     arms = []
@@ -155,6 +158,16 @@ class _DesiContent:
             raise SpectrumReadError(f.path, f"arms disagree on the number of spectra: {nspec}")
         self.nspec = next(iter(nspec.values()))
         self.fibres = self._fibres()
+        self.warnings: list[str] = []
+        missing = [a for a in STANDARD_ARMS if a not in self.arms]
+        if missing and set(self.arms) <= set(STANDARD_ARMS):
+            lo = min(float(self.arm(a)[0][0]) for a in self.arms)
+            hi = max(float(self.arm(a)[0][-1]) for a in self.arms)
+            self.warnings.append(
+                f"DESI arm{'s' if len(missing) > 1 else ''} {'/'.join(missing)} missing (no "
+                f"{' or '.join(m + '_FLUX/' + m + '_WAVELENGTH' for m in missing)}): the spectrum covers only "
+                f"{lo:.0f}-{hi:.0f} Å of B/R/Z"
+            )
 
     def _fibres(self) -> list[_Fibre]:
         f = self.f
@@ -291,13 +304,23 @@ class _DesiContent:
         wave, flux, ivar, good = _merge_arms(arms)
         fb = fibres[0]
         meta = self._meta(fb, variant, n_exposures=len(fibres))
+        meta.warnings.extend(self.warnings)
+        rr_path = None
+        if isinstance(redshifts, _Joined):
+            redshifts, rr_path = redshifts.table, redshifts.path
         if redshifts is not None and fb.targetid is not None and fb.targetid in redshifts:
             rr = redshifts[fb.targetid]
             meta.pipeline_class, meta.pipeline_subclass = rr.spectype, rr.subtype
             meta.redshift, meta.redshift_err, meta.redshift_warning = rr.z, rr.zerr, rr.zwarn
+        elif redshifts is not None and fb.targetid is not None:
+            meta.warnings.append(
+                f"redrock file {rr_path or '(given)'} has no row for TARGETID {fb.targetid} "
+                f"({len(redshifts)} other targets): no redshift; is it the redrock file of another coadd?"
+            )
         target = fb.targetid if fb.targetid is not None else fb.row
         return finish_spectrum(
             wavelength=wave, flux=flux, ivar=ivar, bad=~good, flux_unit=self._flux_unit(), meta=meta,
+            wavelength_key="the merged B/R/Z_WAVELENGTH grid", redshift_key="redrock Z",
             target=target,
         )
 
@@ -364,6 +387,13 @@ def _as_targetid(target: Any) -> int | None:
     return as_int(target)
 
 
+class _Joined:
+    """The redshift table joined to a DESI file and the redrock file it came from (for the warnings)."""
+
+    def __init__(self, table: dict, path: Any):
+        self.table, self.path = table, path
+
+
 def _redshifts(f: FitsFile, redrock: Any):
     """redrock: a path, None (look next to the file), or False (do not join)."""
     if redrock is False or not f.has("FIBERMAP"):
@@ -371,7 +401,7 @@ def _redshifts(f: FitsFile, redrock: Any):
     path = redrock if redrock not in (None, True) else find_redrock_file(f.path)
     if path is None:
         return None
-    return read_redshifts(path)[0]
+    return _Joined(read_redshifts(path)[0], path)
 
 
 class _DesiReader(Reader):

@@ -13,9 +13,12 @@ fitsio is the fast path for plain files (see ``benchmarks/bench_read.py``); ``SP
 from __future__ import annotations
 
 import abc
+import errno
 import gzip
 import io
+import logging
 import os
+import stat
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -26,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpectrumReadError
+
+log = logging.getLogger(__name__)
 
 BLOCK = 2880
 CARD = 80
@@ -97,6 +102,7 @@ def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int |
                 if key == b"END":
                     ended = True
                     break
+                _check_ascii(card, hdu, path)
                 if card[8:10] == b"= " and key not in cards:
                     cards[key] = card_value(card)
         try:
@@ -129,6 +135,78 @@ def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int |
             )
         offset = pos + ((nbytes + BLOCK - 1) // BLOCK) * BLOCK
         hdu += 1
+
+
+def _value_part(card: bytes) -> bytes:
+    """Key and value of a card, without its comment (a ``/`` inside a quoted string is not a comment)."""
+    if card[8:10] != b"= ":
+        return card[:8]  # COMMENT, HISTORY, blank keys: free text after the key
+    rest = card[10:]
+    stripped = rest.lstrip()
+    if stripped.startswith(b"'"):
+        i = len(rest) - len(stripped) + 1
+        while i < len(rest):
+            if rest[i : i + 1] == b"'":
+                if rest[i + 1 : i + 2] == b"'":
+                    i += 2
+                    continue
+                break
+            i += 1
+        return card[: 10 + i + 1]
+    return card[:10] + rest.split(b"/", 1)[0]
+
+
+def _check_ascii(card: bytes, hdu: int, path: str) -> None:
+    """FITS headers are printable ASCII (0x20-0x7E). A byte outside that in a key or value is a damaged header.
+
+    Why this is checked here and not left to the back ends: cfitsio keeps its error messages on a per-thread stack,
+    and fitsio turns that stack into the text of the *next* error, so a non-UTF-8 byte in one file's header made
+    the next good file read in the same thread fail with "'utf-8' codec can't decode byte", while the damaged file
+    itself was read with '?' in place of the byte (issue 14). Free text (comments, COMMENT/HISTORY cards) is left
+    alone: the back ends never parse it.
+    """
+    part = _value_part(card)
+    if all(0x20 <= b <= 0x7E for b in part):
+        return
+    offset = next(i for i, b in enumerate(part) if not 0x20 <= b <= 0x7E)
+    key = card[:8].decode("ascii", "replace").strip() or "(blank)"
+    raise SpectrumReadError(
+        path,
+        f"header of HDU {hdu} is damaged: keyword {key} holds the non-ASCII byte 0x{part[offset]:02x} "
+        f"(FITS headers are ASCII text)",
+        hint="download the file again; if it was edited by hand, fix that card",
+    )
+
+
+def check_regular_file(path: str) -> os.stat_result:
+    """``os.stat`` of ``path``, refusing what is not a regular file with a message naming what it is.
+
+    A FIFO (or a character device) blocks the first ``open`` for ever, so it must be refused before opening; a
+    dangling symbolic link or a symlink loop would only say "no such file".
+    """
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise SpectrumReadError(path, "symbolic link loop: the link points (through other links) back to "
+                                    "itself", hint="fix or remove the link") from None
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            target = os.readlink(path)
+            raise SpectrumReadError(path, f"dangling symbolic link: it points to {target}, which does not exist",
+                                    hint="fix the link, or mount the folder it points into") from None
+        if exc.errno == errno.ENOENT:
+            raise SpectrumReadError(path, "no such file", hint="check the path (relative paths in a candidate "
+                                    "list resolve against the list's folder)") from None
+        raise SpectrumReadError(path, f"cannot read the file: {exc.strerror or exc}") from None
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return st
+    if stat.S_ISDIR(mode):
+        raise SpectrumReadError(path, "is a directory, not a FITS file")
+    what = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
+    raise SpectrumReadError(path, f"not a regular file: it is {what}, which is never read (it could block for ever)",
+                            hint="list regular FITS files only")
 
 
 @contextmanager
@@ -288,15 +366,15 @@ class FitsioFits(FitsFile):
         super().__init__(path)
         import fitsio
 
-        self._f = fitsio.FITS(path)
-        self._hdus = list(self._f)
+        self._f = _fitsio_call(lambda: fitsio.FITS(path))
+        self._hdus = _fitsio_call(lambda: list(self._f))
         self.names = []
         for i, h in enumerate(self._hdus):
             name = (h.get_extname() or "").strip().upper()
             self.names.append(name or ("PRIMARY" if i == 0 else ""))
 
     def _read_header(self, i: int) -> dict[str, Any]:
-        hdr = self._hdus[i].read_header()
+        hdr = _fitsio_call(self._hdus[i].read_header)
         out: dict[str, Any] = {}
         for rec in hdr.records():
             key = rec.get("name")
@@ -313,7 +391,7 @@ class FitsioFits(FitsFile):
         if self.is_table(i) or not h.has_data():
             raise SpectrumReadError(self.path, f"HDU {self.names[i] or i} holds no image data")
         try:
-            return h.read()
+            return _fitsio_call(h.read)
         except OSError as exc:
             raise SpectrumReadError(self.path, f"cannot read HDU {self.names[i] or i}: {_first_line(exc)}") from None
 
@@ -327,12 +405,27 @@ class FitsioFits(FitsFile):
 
     def _column(self, i: int, name: str) -> np.ndarray:
         try:
-            return self._hdus[i].read_column(name)
+            return _fitsio_call(lambda: self._hdus[i].read_column(name))
         except OSError as exc:
             raise SpectrumReadError(self.path, f"cannot read column {name}: {_first_line(exc)}") from None
 
     def close(self) -> None:
         self._f.close()
+
+
+def _fitsio_call(fn):
+    """``fn()``, once more when fitsio fails to decode cfitsio's error text (UnicodeDecodeError).
+
+    cfitsio's error-message stack is per thread and fitsio reads it whole into the text of the next error, so a
+    message left there by an earlier damaged file (one holding a non-ASCII byte) makes an unrelated, good file's
+    harmless internal error surface as a UnicodeDecodeError. Reading the stack empties it: the second call sees
+    only this file's own state. :func:`check_structure` refuses such damaged headers first; this is the fallback.
+    """
+    try:
+        return fn()
+    except UnicodeDecodeError:
+        log.debug("fitsio: stale cfitsio error text (non-UTF-8) discarded; retrying once")
+        return fn()
 
 
 def _first_line(exc: BaseException) -> str:
@@ -368,11 +461,7 @@ def open_fits(path: str | os.PathLike, *, backend: str | None = None) -> FitsFil
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     p = Path(path_str)
-    if not p.exists():
-        raise SpectrumReadError(path_str, "no such file", hint="check the path (relative paths in a candidate "
-                                "list resolve against the list's folder)")
-    if p.is_dir():
-        raise SpectrumReadError(path_str, "is a directory, not a FITS file")
+    check_regular_file(path_str)
     try:
         with open(p, "rb") as fh:
             head = fh.read(len(FITS_MAGIC))

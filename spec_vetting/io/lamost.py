@@ -90,12 +90,13 @@ class _LamostImage(Reader):
     def read(self, f: FitsFile, target: Any = None, **options: Any):
         img = f.image(0)
         if self.wavelength_row:
-            wavelength = img[2]
+            wavelength, key = img[2], "the wavelength row (row 3 of the primary image)"
         else:
             wavelength = log_linear_grid(f.path, f.header(0), img.shape[1], "LAMOST DR1 image (no wavelength row)")
+            key = "the COEFF0/COEFF1 grid"
         return finish_spectrum(
             wavelength=wavelength, flux=img[0], ivar=img[1], bad=img[3] != 0, flux_unit="",
-            meta=lamost_meta(f, self.variant),
+            meta=lamost_meta(f, self.variant), wavelength_key=key,
         )
 
 
@@ -142,7 +143,7 @@ class LamostCoaddTable(Reader):
 
         return finish_spectrum(
             wavelength=col("WAVELENGTH"), flux=col("FLUX"), ivar=col("IVAR"), bad=col("ANDMASK") != 0,
-            flux_unit="", meta=meta,
+            flux_unit="", meta=meta, wavelength_key="COADD.WAVELENGTH",
         )
 
 

@@ -146,6 +146,8 @@ def _read_coadd(f: FitsFile, meta: SpectrumMeta):
         bad=bad_pixels(and_mask),
         flux_unit=FLUX_UNIT,
         meta=meta,
+        wavelength_key="10**COADD.loglam",
+        redshift_key="Z",
     )
 
 
@@ -288,4 +290,5 @@ class SdssSpSpec(Reader):
             bad=bad_pixels(img[3]),
             flux_unit=FLUX_UNIT,
             meta=meta,
+            wavelength_key="the COEFF0/COEFF1 grid",
         )

@@ -52,7 +52,11 @@ class EngineConfig(_Strict):
         None, description="served model id (openai; default: the server's first model) or local model folder (local)"
     )
     api_key_env: str = Field("SPEC_VETTING_API_KEY", description="environment variable holding the API key, if any")
-    timeout_s: float = Field(300.0, gt=0, description="per-request timeout in seconds (openai)")
+    timeout_s: float = Field(
+        120.0, gt=0,
+        description="per-request timeout in seconds (openai); a request that times out is tried once more, then "
+        "the endpoint counts as hung (see the README's time bounds)",
+    )
     options: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword options for the engine (e.g. device, dtype, batch for local)"
     )
@@ -138,7 +142,16 @@ class BudgetConfig(_Strict):
         None, ge=1,
         description="response budget: tokens after the first prompt (generated and tool tokens) per inspection; "
         "default (null) 32768, as training")
-    time_budget_s: float | None = Field(None, gt=0, description="wall time per inspection in seconds")
+    time_budget_s: float | None = Field(
+        600.0, gt=0,
+        description="wall time per inspection in seconds, reruns included (null = none); counted from the moment "
+        "an engine takes it",
+    )
+    read_timeout_s: float = Field(
+        120.0, gt=0,
+        description="wall time to read one spectrum file (a stale network mount must not hang its shard); past it "
+        "the pair is an ERROR row (read_timeout)",
+    )
     max_endpoint_retries: int = Field(2, ge=0, description="reruns of an inspection whose endpoint died")
 
 
@@ -163,7 +176,8 @@ class JobConfig(_Strict):
     max_inflight_per_endpoint: int = Field(
         8, ge=1,
         description="in-flight inspections per endpoint over the whole cluster (split evenly over the worker "
-        "processes, rounded up: 8 over 3 workers allows 3 each)",
+        "processes, rounded down, so the cap always holds: 8 over 3 workers allows 2 each; never more worker "
+        "processes than this cap for an engine that has one)",
     )
     concurrency: int = Field(
         8, ge=1, description="in-flight inspections per shard for in-process engines (rules, local, scripted)"
@@ -184,6 +198,11 @@ class JobConfig(_Strict):
         "with the same engine, model and prompt version",
     )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="where shards run")
+    max_error_rate: float | None = Field(
+        None, ge=0, le=1,
+        description="fail the run (exit 1, FAILED in run.log) when the fraction of ERROR verdicts is above this "
+        "(0-1), e.g. 0.5 catches an unmounted data folder; null = never",
+    )
 
     @field_validator("run_id")
     @classmethod

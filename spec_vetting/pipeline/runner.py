@@ -41,7 +41,7 @@ class RunOutcome:
     run_id: str
     run_date: str
     root: str
-    status: str  # "finished" | "failed" | "nothing_to_do"
+    status: str  # "finished" | "failed" | "nothing_to_do" | "error_rate_exceeded" (finished, too many ERROR rows)
     resumed: bool
     summary: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -128,17 +128,38 @@ def _identity_key(engine: str | None, engine_version: str | None, model: str | N
     return (engine, model if model is not None else engine_version)
 
 
+#: ERROR kinds that another try cannot change while the file stays as it is (a layout no reader knows, or one that
+#: is refused, like LAMOST MRS): an incremental run does not retry them every night, unless the file changed
+PERMANENT_ERROR_KINDS = frozenset({"unsupported_format"})
+
+
+def _unchanged_since(path: str | None, started_at) -> bool:
+    """True when ``path`` exists and was last modified before ``started_at`` (the earlier inspection's start)."""
+    if not path or started_at is None:
+        return False
+    try:
+        mtime = os.stat(path).st_mtime
+    except OSError:
+        return False
+    return mtime < started_at.timestamp()
+
+
 def already_vetted(root: Path, identity: EngineIdentity, exclude_run: str | None) -> set[tuple[str, str, str]]:
-    """(candidate_id, task, prompt_version) vetted (verdict not ERROR) by this engine and model in earlier runs."""
+    """(candidate_id, task, prompt_version) vetted by this engine and model in earlier runs: a verdict that is not
+    ERROR, or a permanent ERROR (:data:`PERMANENT_ERROR_KINDS`) whose file has not been modified since."""
     if not (root / "verdicts").is_dir():
         return set()
     table = read_verdicts(
-        root, columns=["run_id", "candidate_id", "task", "verdict", "engine", "engine_version", "model", "prompt_version"]
+        root, columns=["run_id", "candidate_id", "task", "verdict", "engine", "engine_version", "model",
+                       "prompt_version", "error_kind", "path", "started_at"]
     )
     want = _identity_key(identity.engine, identity.engine_version, identity.model)
     done = set()
     for r in table.to_pylist():
-        if r["run_id"] == exclude_run or r["verdict"] == "ERROR":
+        if r["run_id"] == exclude_run:
+            continue
+        if r["verdict"] == "ERROR" and not (r["error_kind"] in PERMANENT_ERROR_KINDS
+                                            and _unchanged_since(r["path"], r["started_at"])):
             continue
         if _identity_key(r["engine"], r["engine_version"], r["model"]) == want:
             done.add((r["candidate_id"], r["task"], r["prompt_version"]))
@@ -256,6 +277,11 @@ def run_job(
     plan: Plan = build_plan(candidates, job.tasks, resolve)
     if plan.skipped_task_not_selected:
         echo(f"note: {plan.skipped_task_not_selected} candidate row(s) name a task outside --task and are skipped")
+    if not plan.items:
+        # an empty incoming folder is a normal night: no run is recorded, exit 0
+        why = "the candidate sources list no candidate" if not candidates else "no candidate-task pair is selected"
+        return RunOutcome("", (job.run_date or dt.date.today()).isoformat(), str(root), "nothing_to_do", False,
+                          {"n_verdicts": 0, "reason": why})
 
     name = job.engine.resolved_name
     try:
@@ -343,7 +369,11 @@ def run_job(
         if skipped_incremental:
             echo(f"incremental: {skipped_incremental} pair(s) already vetted with this model and prompt, skipped")
 
-        failures = _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog)
+        try:
+            failures = _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into one by the command line
+            _record_interruption(exc, store, manifest, shards, runlog, run_id)
+            raise
 
         markers = store.done_markers()
         summary = summarize({k: v for k, v in markers.items() if k in {s.shard_id for s in shards}})
@@ -358,6 +388,19 @@ def run_job(
         if failures:
             runlog.write("ERROR", f"FAILED run {run_id}: {len(failures)} shard(s) failed; first: {failures[0]}")
             return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
+        n_errors = sum(c.get("ERROR", 0) for c in summary["verdicts_by_task"].values())
+        rate = n_errors / summary["n_verdicts"] if summary["n_verdicts"] else 0.0
+        summary["error_rate"] = round(rate, 4)
+        manifest["counts"]["error_rate"] = summary["error_rate"]
+        if job.max_error_rate is not None and rate > job.max_error_rate:
+            msg = (f"{n_errors} of {summary['n_verdicts']} verdicts are ERROR ({rate:.1%}), above max_error_rate "
+                   f"{job.max_error_rate:g}; errors {summary['errors_by_kind']}")
+            manifest["error_rate_exceeded"] = msg
+            write_json_atomic(store.manifest_path, manifest)
+            write_latest_pointer(root, run_id)
+            runlog.write("ERROR", f"FAILED run {run_id}: {msg}")
+            return RunOutcome(run_id, run_date, str(root), "error_rate_exceeded", bool(previous), summary, [msg])
+        write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         runlog.write(
             "INFO",
@@ -369,6 +412,27 @@ def run_job(
         lock.release()
 
 
+def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, shards, runlog, run_id: str) -> None:
+    """The run.log line and manifest status of an interrupted run; finished shards (with markers) are kept."""
+    import signal as _signal
+
+    signum = getattr(exc, "signum", _signal.SIGINT)
+    try:
+        name = _signal.Signals(signum).name
+    except ValueError:
+        name = f"signal {signum}"
+    try:
+        done = store.done_markers()
+        n_done = sum(1 for s in shards if s.shard_id in done)
+        runlog.write("ERROR", f"INTERRUPTED run {run_id} by {name}: {n_done} of {len(shards)} shards done and kept; "
+                     "rerun the same command to resume")
+        manifest["status"] = "interrupted"
+        manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), interrupted_by=name)
+        write_json_atomic(store.manifest_path, manifest)
+    except Exception:  # the interruption itself must still reach the command line
+        log.debug("could not record the interruption", exc_info=True)
+
+
 def _execute(job, store: RunStore, identity, pending, total_items, done_items, progress, echo, runlog) -> list[str]:
     """Submit the pending shards, follow them; returns failure messages (empty = all done)."""
     if not pending:
@@ -378,13 +442,23 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
     from .cluster import dask_client
 
     failures: list[str] = []
-    with dask_client(job.cluster, len(pending)) as (client, n_workers):
+    name = job.engine.resolved_name
+    cap = job.max_inflight_per_endpoint
+    capped = engine_in_flight_slots(name, job_engine_options(job, cap)) is not None
+    with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, use_workers, note):
+        if note:
+            echo(f"note: {note}")
+            runlog.write("INFO", note)
         if job.cluster.dashboard and client.dashboard_link:
             echo(f"Dask dashboard: {client.dashboard_link}")
-        # one shared engine per worker process (threads of one process share one)
+        # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
+        # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
+        # there are never more engines than the cap (dask_client), so each gets at least one slot
         engines_in_flight = n_workers if (job.cluster.processes or job.cluster.scheduler_address) else 1
-        per_engine = max(1, math.ceil(job.max_inflight_per_endpoint / engines_in_flight))
-        name = job.engine.resolved_name
+        per_engine = max(1, cap // engines_in_flight)
+        if capped and per_engine * engines_in_flight < cap:
+            echo(f"note: max_inflight_per_endpoint {cap} over {engines_in_flight} worker engines: {per_engine} each "
+                 f"({per_engine * engines_in_flight} in flight per endpoint at most)")
         options = job_engine_options(job, per_engine)
         slots = engine_in_flight_slots(name, options)
         # an engine with in-flight caps is bounded by them; a tighter shard-level bound would let inspections
@@ -405,13 +479,15 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 max_turns=job.budgets.max_turns,
                 token_budget=job.budgets.token_budget,
                 time_budget_s=job.budgets.time_budget_s,
+                read_timeout_s=job.budgets.read_timeout_s,
                 max_endpoint_retries=job.budgets.max_endpoint_retries,
                 title=job.title,
                 tasks_file=job.tasks_file,
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,
             )
-            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False))
+            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
+                                         workers=use_workers, allow_other_workers=False))
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending)}
         bar = _progress(total_items, done_items, progress)
         try:

@@ -45,6 +45,7 @@ class ShardSpec:
     max_turns: int = 8
     token_budget: int | None = None
     time_budget_s: float | None = None
+    read_timeout_s: float | None = 120.0
     max_endpoint_retries: int = 2
     title: str = "Spectrum"
     tasks_file: str | None = None
@@ -99,6 +100,40 @@ async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext
     return await run_inspection(ctx, task, engine, **kwargs)
 
 
+async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
+    """``fn()`` in a daemon thread, awaited for at most ``timeout_s`` seconds (None = no limit).
+
+    A daemon thread and not the loop's executor: a read stuck in the kernel (a stale NFS mount, a device) cannot
+    be cancelled, and a stuck executor thread would also block the worker's exit. Past the timeout the caller gets
+    :class:`~spec_vetting.errors.ReadTimeoutError` and the thread is left behind to finish or not.
+    """
+    from ..errors import ReadTimeoutError
+
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future = loop.create_future()
+
+    def deliver(result, exc) -> None:
+        if not fut.done():
+            fut.set_exception(exc) if exc is not None else fut.set_result(result)
+
+    def work() -> None:
+        try:
+            result, error = fn(), None
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
+            result, error = None, exc
+        try:
+            loop.call_soon_threadsafe(deliver, result, error)
+        except RuntimeError:  # the loop is gone (the read outlived its timeout and the shard): nobody waits
+            pass
+
+    threading.Thread(target=work, name="spec-vet-read", daemon=True).start()
+    try:
+        return await asyncio.wait_for(fut, timeout_s)
+    except TimeoutError:
+        raise ReadTimeoutError(what, f"reading the spectrum took more than {timeout_s:g} s (stale network mount or "
+                               "a file that blocks?)", hint="check the file system; the pair is retried next run") from None
+
+
 async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     """Run every pair of the shard on ``engine`` (started) in the running loop; one result per pair, in order."""
     identity = engine.identity()
@@ -113,8 +148,10 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     async def load(cand):
         cid = str(cand.candidate_id)
         if cid not in reads:
-            # FITS decoding is CPU work: a thread keeps the loop free for the other inspections' I/O
-            reads[cid] = asyncio.ensure_future(asyncio.to_thread(cand.load_spectrum))
+            # FITS decoding is CPU work: a thread keeps the loop free for the other inspections' I/O; every read
+            # has a timeout (a stale network mount must not hang the shard)
+            reads[cid] = asyncio.ensure_future(read_with_timeout(
+                cand.load_spectrum, spec.read_timeout_s, what=getattr(cand, "path", None) or cid))
         return await reads[cid]
 
     async def one(n: int, item: WorkItem) -> None:
@@ -125,6 +162,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         try:
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
+                started = time.time()
                 try:
                     spectrum = await load(cand)
                 except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
@@ -132,7 +170,12 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                         cid, item.task, getattr(exc, "kind", None) or "read_error", _message(exc, cand),
                         identity=identity, prompt_version=task.version, renderer_version=rversion,
                     )
+                    # when the file was looked at: an incremental run retries a permanent error only if the file
+                    # was modified after this
+                    result.started_at = started
                 else:
+                    for warning in getattr(getattr(spectrum, "meta", None), "warnings", None) or []:
+                        log.warning("candidate %s: %s", cid, warning)
                     z = _redshift_of(spectrum, cand)
                     ctx = InspectionContext(
                         candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,

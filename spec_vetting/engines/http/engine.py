@@ -30,13 +30,17 @@ from ...engine_interface import Engine, EngineSession
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
 from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
 from .retry import parse_retry_after, should_retry_status
-from .routing import DEFAULT_HEALTH_INTERVAL_S, Router, server_root
+from .routing import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_HUNG_COOLDOWN_S, Router, server_root
 from .wire import REQUEST_ID_HEADER, ROUTING_KEY_HEADER, ImageEncoder, WireError, chat_request_body, model_ids, parse_chat_response
 
 log = logging.getLogger(__name__)
 
 DEFAULT_API_KEY_ENV = "SPEC_VETTING_API_KEY"
-DEFAULT_TIMEOUT_S = 300.0  # one assistant turn of a 7B model under load; the loop's time budget caps the whole
+#: one assistant turn (2048 tokens at >= 20 tokens/s under load); the loop's time budget caps the whole inspection
+DEFAULT_TIMEOUT_S = 120.0
+#: a request that timed out (the server accepted it and never answered) is tried this many more times, not
+#: ``max_retries``: a hung server does not answer the third time either (4 x 300 s x 3 attempts was an hour)
+DEFAULT_TIMEOUT_RETRIES = 1
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_MAX_INFLIGHT = 32
 #: statuses that say the server (not our request) is unavailable: after the retries the endpoint counts as dead
@@ -126,6 +130,7 @@ class OpenAIEngine(Engine):
                  timeout_s: float = DEFAULT_TIMEOUT_S, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
                  max_retries: int = DEFAULT_MAX_RETRIES, backoff_initial_s: float = INITIAL_BACKOFF_S,
                  backoff_max_s: float = MAX_BACKOFF_S, health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
+                 timeout_retries: int = DEFAULT_TIMEOUT_RETRIES, hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S,
                  seed: int | None = None):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
@@ -136,9 +141,10 @@ class OpenAIEngine(Engine):
         self.api_key_env = api_key_env
         self.timeout = httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s))
         self.max_retries = max_retries
+        self.timeout_retries = min(timeout_retries, max_retries)
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
         self.router = Router(self.endpoints, max_inflight_per_endpoint=max_inflight_per_endpoint,
-                             health_interval_s=health_interval_s)
+                             health_interval_s=health_interval_s, hung_cooldown_s=hung_cooldown_s)
         self._rng = random.Random(seed)
         self._client: httpx.AsyncClient | None = None
         self._model_info: dict[str, Any] = {}
@@ -226,6 +232,8 @@ class OpenAIEngine(Engine):
 
     async def _post_with_retries(self, url: str, body: dict, headers: dict, *, what: str) -> Any:
         attempt = 0
+        timeouts = 0
+        hung = False
         while True:
             retry_after = None
             try:
@@ -235,8 +243,15 @@ class OpenAIEngine(Engine):
                     raise EngineError(self._redact(f"{url}: request for {what} failed: {type(exc).__name__}: {exc}"),
                                       kind="http_error", endpoint=url) from exc
                 problem, status = self._redact(f"{type(exc).__name__}: {exc}".rstrip(": ")), None
+                if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+                    timeouts += 1
+                    problem = f"no answer within {self.timeout.read:g} s ({problem or type(exc).__name__})"
+                    if timeouts > self.timeout_retries:
+                        hung = True
+                        break
             else:
                 if r.status_code == 200:
+                    self.router.note_success(url)
                     try:
                         return r.json()
                     except ValueError as exc:
@@ -257,7 +272,10 @@ class OpenAIEngine(Engine):
             log.info("%s: %s for %s; retry %d/%d in %.2fs", url, problem, what, attempt + 1, self.max_retries, delay)
             await asyncio.sleep(delay)
             attempt += 1
-        tries = self.max_retries + 1
+        tries = attempt + 1
+        if hung:
+            self.router.mark_hung(url, problem)
+            raise EndpointUnavailableError(f"{url} hung for {what}: {tries} tries, {problem}", endpoint=url)
         if status is None or status in UNAVAILABLE_STATUS:
             self.router.mark_unhealthy(url, problem)
             raise EndpointUnavailableError(f"{url} unavailable for {what} after {tries} tries: {problem}",

@@ -23,6 +23,11 @@ log = logging.getLogger(__name__)
 
 HEALTH_TIMEOUT_S = 5.0
 DEFAULT_HEALTH_INTERVAL_S = 10.0
+#: an endpoint whose requests time out (it accepts and never answers, yet may still answer /health) is not used
+#: for this long, doubling each time it hangs again (up to MAX_HUNG_COOLDOWN_S): the inspections meanwhile fail
+#: fast instead of each waiting out its own timeouts; one answered request resets it
+DEFAULT_HUNG_COOLDOWN_S = 300.0
+MAX_HUNG_COOLDOWN_S = 3600.0
 
 
 def server_root(base_url: str) -> str:
@@ -52,6 +57,8 @@ class EndpointState:
     in_flight: int = 0
     served: int = 0
     failures: int = 0
+    hung_count: int = 0  # consecutive hangs (timeouts after the timeout retries)
+    hung_until: float = 0.0  # time.monotonic() before which a passing health check does not revive it
 
 
 async def probe_health(client: httpx.AsyncClient, base_url: str, *, headers: dict | None = None,
@@ -79,13 +86,15 @@ class Router:
     """Endpoint states, slot accounting and background health polling for one engine."""
 
     def __init__(self, endpoints: list[str], *, max_inflight_per_endpoint: int,
-                 health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S):
+                 health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
+                 hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S):
         if not endpoints:
             raise ValueError("at least one endpoint is needed")
         if max_inflight_per_endpoint < 1:
             raise ValueError("max_inflight_per_endpoint must be at least 1")
         self.states = {u: EndpointState(u, max_inflight_per_endpoint) for u in endpoints}
         self.health_interval_s = health_interval_s
+        self.hung_cooldown_s = hung_cooldown_s
         self._poller: asyncio.Task | None = None
         self._slot_freed: asyncio.Event | None = None  # created on first use, inside the running loop
 
@@ -100,9 +109,23 @@ class Router:
         s.healthy, s.last_error = False, why
         s.failures += 1
 
+    def mark_hung(self, url: str, why: str) -> None:
+        """Unhealthy, and kept so for a cool-down even if its health check passes (see DEFAULT_HUNG_COOLDOWN_S)."""
+        s = self.states[url]
+        s.hung_count += 1
+        cooldown = min(self.hung_cooldown_s * 2 ** (s.hung_count - 1), max(MAX_HUNG_COOLDOWN_S, self.hung_cooldown_s))
+        s.hung_until = time.monotonic() + cooldown
+        self.mark_unhealthy(url, f"hung ({why}); not used for {cooldown:g} s")
+
+    def note_success(self, url: str) -> None:
+        self.states[url].hung_count = 0
+
     async def check_all(self, client: httpx.AsyncClient, headers: dict | None = None) -> None:
         results = await asyncio.gather(*(probe_health(client, u, headers=headers) for u in self.states))
+        now = time.monotonic()
         for (ok, why), (url, s) in zip(results, self.states.items(), strict=True):
+            if ok and now < s.hung_until:
+                continue  # answers /health but hung on requests: stays out until its cool-down ends
             if ok and not s.healthy:
                 log.info("endpoint %s is healthy again", url)
                 self._wake()  # its free slots can take waiting inspections

@@ -1,0 +1,75 @@
+"""Issue 14: the defaults bound a hung endpoint or file to minutes; the in-flight cap is never multiplied."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from spec_vetting.engines.http.engine import DEFAULT_TIMEOUT_RETRIES, DEFAULT_TIMEOUT_S
+from spec_vetting.engines.http.routing import Router
+from spec_vetting.errors import ReadTimeoutError
+from spec_vetting.pipeline.cluster import plan_workers
+from spec_vetting.pipeline.config import BudgetConfig, ClusterConfig, EngineConfig, JobConfig
+from spec_vetting.pipeline.shard import read_with_timeout
+
+
+def test_defaults_bound_a_hung_inspection_to_minutes():
+    b = BudgetConfig()
+    attempts = 1 + b.max_endpoint_retries
+    tries = 1 + DEFAULT_TIMEOUT_RETRIES
+    assert EngineConfig().timeout_s == DEFAULT_TIMEOUT_S == 120.0
+    # timeouts x tries x attempts, and the wall-time budget over all of it
+    assert DEFAULT_TIMEOUT_S * tries * attempts <= 12 * 60
+    assert b.time_budget_s is not None and b.time_budget_s <= 10 * 60
+    assert b.read_timeout_s <= 120
+    assert JobConfig(candidates=["x"], out="o").max_error_rate is None
+
+
+def test_a_stuck_read_times_out_and_leaves_the_loop_free():
+    async def main():
+        t0 = time.monotonic()
+        with pytest.raises(ReadTimeoutError, match="more than 0.2 s"):
+            await read_with_timeout(lambda: time.sleep(5), 0.2, what="/mnt/stale/file.fits")
+        assert time.monotonic() - t0 < 2
+        assert await read_with_timeout(lambda: 42, 1.0, what="x") == 42
+        with pytest.raises(ZeroDivisionError):
+            await read_with_timeout(lambda: 1 / 0, 1.0, what="x")
+
+    asyncio.run(main())
+
+
+def test_hung_endpoint_is_not_revived_by_its_health_check_during_the_cooldown():
+    r = Router(["http://a/v1"], max_inflight_per_endpoint=1, hung_cooldown_s=60)
+    r.mark_hung("http://a/v1", "no answer within 1 s")
+    assert r.healthy == []
+    st = r.states["http://a/v1"]
+    assert 55 < st.hung_until - time.monotonic() <= 60
+
+    class Ok:
+        status_code = 200
+
+    class Client:
+        async def get(self, *a, **k):
+            return Ok()
+
+    asyncio.run(r.check_all(Client()))
+    assert r.healthy == []  # /health answers, but chat requests hang: stays out
+    r.mark_hung("http://a/v1", "again")
+    assert 110 < st.hung_until - time.monotonic() <= 120  # doubles
+    st.hung_until = 0
+    asyncio.run(r.check_all(Client()))
+    assert r.healthy == ["http://a/v1"]
+
+
+@pytest.mark.parametrize("workers, shards, cap, expected, note", [
+    (4, 10, 2, 2, "--workers 4 capped to 2: max_inflight_per_endpoint 2"),
+    (64, 1, None, 1, "--workers 64 capped to 1: only 1 shard(s) to run"),
+    (3, 10, 8, 3, None),
+    (None, 1, None, 1, None),
+])
+def test_workers_are_capped(workers, shards, cap, expected, note):
+    n, got = plan_workers(ClusterConfig(workers=workers), shards, cap)
+    assert n == expected
+    assert (got is None) if note is None else got.startswith(note)
