@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import numbers
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -107,6 +110,7 @@ def verdict_row(
         "started_at": started,
         "elapsed_s": float(result.elapsed_s or 0.0),
         "shard_id": shard_id,
+        "value_notes": None,
     }
     row.update(survey_columns(spectrum, candidate))
     return row
@@ -142,6 +146,7 @@ def turn_rows(result: InspectionResult, *, run_id: str, shard_id: str) -> list[d
                 "latency_s": float(t.latency_s or 0.0),
                 "endpoint": t.endpoint,
                 "finish_reason": t.finish_reason,
+                "value_notes": None,
             }
         )
     return rows
@@ -170,6 +175,60 @@ def error_result(
 def empty_row(table: str) -> dict[str, Any]:
     """A row of ``table`` with every column null: the start of a row that fills only some columns on purpose."""
     return dict.fromkeys(table_schema(table).names)
+
+
+#: the longest text one catalog cell keeps; a longer one (a runaway reply) is cut and the row says so
+MAX_TEXT_CHARS = 200_000
+#: lone UTF-16 surrogates (a server's broken escape such as "\\ud83d") cannot be written as UTF-8
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_INT_BOUNDS = {bits: (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for bits in (8, 16, 32, 64)}
+
+
+def _safe_text(value: Any) -> tuple[str, list[str]]:
+    notes = []
+    text = value if isinstance(value, str) else str(value)
+    if _SURROGATE.search(text):
+        text = _SURROGATE.sub("\ufffd", text)
+        notes.append("invalid UTF-16 surrogates replaced by U+FFFD")
+    if len(text) > MAX_TEXT_CHARS:
+        notes.append(f"cut from {len(text)} to {MAX_TEXT_CHARS} characters")
+        text = text[:MAX_TEXT_CHARS]
+    return text, notes
+
+
+def _safe_int(value: Any, bits: int) -> tuple[int | None, list[str]]:
+    lo, hi = _INT_BOUNDS[bits]
+    if isinstance(value, float):
+        if not math.isfinite(value) or not value.is_integer():
+            return None, [f"{value!r} is not an integer"]
+        value = int(value)
+    if not isinstance(value, numbers.Integral) or not lo <= value <= hi:
+        return None, [f"{value!r} is outside the int{bits} range"]
+    return int(value), []
+
+
+def make_row_safe(row: dict[str, Any], table: str) -> dict[str, Any]:
+    """``row`` with every value in a form its column can hold, so one bad value from a server never fails a shard.
+
+    Text becomes valid UTF-8 and is capped at :data:`MAX_TEXT_CHARS`; an integer outside its column's range (a
+    server that reports ``prompt_tokens = 1e30``) becomes null. What was changed is listed in ``value_notes``.
+    """
+    out = dict(row)
+    notes: list[str] = []
+    for field in table_schema(table):
+        value = out.get(field.name)
+        if value is None or field.name == "value_notes":
+            continue
+        if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            out[field.name], changed = _safe_text(value)
+        elif pa.types.is_integer(field.type):
+            out[field.name], changed = _safe_int(value, field.type.bit_width)
+        else:
+            continue
+        notes.extend(f"{field.name}: {n}" for n in changed)
+    if notes:
+        out["value_notes"] = "; ".join(([out["value_notes"]] if out.get("value_notes") else []) + notes)
+    return out
 
 
 def rows_to_table(rows: list[dict[str, Any]], table: str) -> pa.Table:

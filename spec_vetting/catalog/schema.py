@@ -24,7 +24,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
@@ -104,6 +104,7 @@ VERDICTS_SCHEMA = _schema(
         _f("started_at", pa.timestamp("ms", tz="UTC"), "When the inspection started"),
         _f("elapsed_s", pa.float64(), "Wall time of the inspection", unit="s"),
         _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
+        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, an integer out of range dropped); null when none"),
     ],
     "One row per (candidate, task, run): the verdict and everything needed to trace it.",
 )
@@ -127,6 +128,7 @@ TURNS_SCHEMA = _schema(
         _f("endpoint", pa.string(), "Endpoint that answered (HTTP engine)"),
         _f("finish_reason", pa.string(), "Why generation stopped: stop, length ..."),
         _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
+        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, an integer out of range dropped); null when none"),
     ],
     "One row per assistant turn of each inspection, plus a turn -1 row carrying the initial full-view image.",
 )

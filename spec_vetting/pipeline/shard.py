@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..catalog.rows import error_result, rows_to_table, turn_rows, verdict_row
+from ..catalog.rows import error_result, make_row_safe, rows_to_table, turn_rows, verdict_row
 from ..engine_interface import Engine
 from ..engines import create_engine
 from ..types import InspectionContext, Sampling
@@ -279,6 +279,30 @@ def _message(exc: BaseException, cand) -> str:
     return f"{where}: {type(exc).__name__}: {text}"
 
 
+def _pair_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z) -> tuple[dict, list[dict]]:
+    """The pair's verdict row and turn rows, made safe to write; a pair whose rows still cannot be written (a
+    value no column can hold) becomes an ERROR row naming it, so one bad reply never loses its shard."""
+    ids = {"run_id": spec.run_id, "shard_id": spec.shard_id}
+    try:
+        row = make_row_safe(verdict_row(result, item.candidate, spectrum, redshift=z, **ids), "verdicts")
+        pair_turns = [make_row_safe(r, "turns") for r in turn_rows(result, **ids)]
+        rows_to_table([row], "verdicts"), rows_to_table(pair_turns, "turns")
+        return row, pair_turns
+    except Exception as exc:  # noqa: BLE001 - any value that cannot be written becomes this pair's ERROR row
+        message = (f"candidate {item.candidate.candidate_id}, task {item.task}: the engine's reply could not be "
+                   f"written to the catalog ({type(exc).__name__}: {exc}); the other pairs of the shard are kept")
+        log.error("%s", message)
+        bad = error_result(item.candidate.candidate_id, item.task, "bad_reply", message,
+                           prompt_version=result.prompt_version, renderer_version=result.renderer_version)
+        bad.engine, bad.engine_version, bad.model = result.engine, result.engine_version, result.model
+        try:
+            row = make_row_safe(verdict_row(bad, item.candidate, spectrum, redshift=z, **ids), "verdicts")
+            rows_to_table([row], "verdicts")
+        except Exception:  # noqa: BLE001 - the spectrum's own values were the trouble: the row without them
+            row = make_row_safe(verdict_row(bad, item.candidate, None, redshift=None, **ids), "verdicts")
+        return row, []
+
+
 def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> dict[str, Any]:
     verdicts: dict[str, list[dict]] = defaultdict(list)
     turns: dict[str, list[dict]] = defaultdict(list)
@@ -287,12 +311,12 @@ def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> d
     tokens = Counter()
     inspection_s = 0.0
     for item, result, spectrum, z in results:
-        row = verdict_row(result, item.candidate, spectrum, run_id=spec.run_id, shard_id=spec.shard_id, redshift=z)
+        row, pair_turns = _pair_rows(spec, item, result, spectrum, z)
         verdicts[item.task].append(row)
-        turns[item.task].extend(turn_rows(result, run_id=spec.run_id, shard_id=spec.shard_id))
-        by_task[item.task][result.verdict] += 1
-        if result.verdict == "ERROR":
-            errors[result.error_kind or "error"] += 1
+        turns[item.task].extend(pair_turns)
+        by_task[item.task][row["verdict"]] += 1
+        if row["verdict"] == "ERROR":
+            errors[row["error_kind"] or "error"] += 1
         for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
             tokens[k] += row[k] or 0
         inspection_s += row["elapsed_s"]
