@@ -11,11 +11,14 @@ from ..errors import SpecVettingError
 
 def load_labelled_run(root, run_id, labels_file):
     """The run's verdict rows with labels attached (file labels override the catalog's)."""
-    from ..catalog.labels import attach_labels, read_label_file
+    from ..catalog.labels import attach_labels, labels_for
     from ..catalog.read import read_run
 
     data = read_run(root, run_id, with_turns=False)
-    labels = read_label_file(labels_file) if labels_file else None
+    labels, n_reviewed = labels_for(root, labels_file)
+    if n_reviewed:
+        click.echo(f"{n_reviewed} reviewer labels from `spec-vet review import` are used"
+                   + (" (the --labels file overrides them)" if labels_file else ""), err=True)
     attach_labels(data.verdicts, labels)
     return data
 

@@ -506,6 +506,7 @@
     out.ink = inkFraction(plot.canvas);
     var rect = plot.canvas.getBoundingClientRect();
     var cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
+    out.width = rect.width;
     fire(plot.canvas, 'wheel', { deltaY: -100, clientX: cx, clientY: cy, bubbles: true, cancelable: true });
     out.after_wheel = v();
     fire(plot.canvas, 'mousedown', { clientX: rect.left + 100, clientY: cy, button: 0, bubbles: true });
