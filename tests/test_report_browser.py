@@ -178,9 +178,9 @@ def test_spectrum_plot_zoom_pan_reset_and_frames(spectrum_page):
     plo, phi = p["after_pan"][:2]
     assert phi - plo == pytest.approx(dhi - dlo, abs=0.05) and plo > dlo  # shift+drag: pan, same width
     assert p["after_reset"] == p["initial"]  # double-click
-    olo, ohi, oframe, _ = p["observed"]
+    olo, _, oframe, _ = p["observed"]
     assert oframe == "obs" and olo == pytest.approx(lo * (1 + z), abs=0.02)
-    zlo, zhi, zframe, zval = p["rest_z05"]
+    zlo, _, zframe, zval = p["rest_z05"]
     assert zframe == "rest" and zval == 0.5 and zlo == pytest.approx(olo / 1.5, abs=0.02)
     # the agent's window (rest frame of the run's z) shown in the rest frame of the reviewer's z = 0.5
     wlo, whi = p["window"][:2]

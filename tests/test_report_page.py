@@ -157,9 +157,9 @@ def test_cli_report_per_file(tmp_path):
 
 # ------------------------------------------------------------------------------------ spectrum, ids, size, import
 
-import pytest  # noqa: E402
+import pytest
 
-from report_support import spectrum_catalog  # noqa: E402
+from report_support import spectrum_catalog
 
 
 @pytest.fixture(scope="module")
@@ -182,14 +182,14 @@ def test_page_carries_the_spectrum_read_again_from_the_file(spectra):
     from spec_vetting.io import read_spectrum
     from spec_vetting.report.page import MAX_POINTS, downsample
 
-    root, items = spectra
+    root, _ = spectra
     data = _data_block(build_page(read_run(root)))
     assert all(c["spectrum"] for c in data["candidates"]), [c["spectrum_error"] for c in data["candidates"]]
     desi = next(c for c in data["candidates"] if c["ids"].get("survey") == "desi")
     spec = desi["spectrum"]
     assert spec["n_pixels"] > MAX_POINTS and spec["binned"] == 2 and spec["n"] <= MAX_POINTS
     truth = read_spectrum(desi["ids"]["path"], int(desi["ids"]["targetid"]))
-    wb, fb, nb, masked, k = downsample(truth.wavelength, truth.flux, truth.ivar, truth.mask)
+    wb, fb, nb, masked, _ = downsample(truth.wavelength, truth.flux, truth.ivar, truth.mask)
     for name, ref in (("wave", wb), ("flux", fb), ("noise", nb)):
         got = _unpack(spec[name], spec["n"])
         ok = np.isfinite(ref)

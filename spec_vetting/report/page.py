@@ -115,8 +115,8 @@ class _Images:
         return ref
 
 
-#: decimals per id column shown as a float: ra/dec to 1e-6 deg (4 mas), redshift to 1e-6
-_ID_DECIMALS = {"ra": 6, "dec": 6, "redshift": 6}
+#: decimals per id column shown as a float: ra/dec to 1e-6 deg (4 mas), redshift to 1e-6, S/N to 0.1
+_ID_DECIMALS = {"ra": 6, "dec": 6, "redshift": 6, "snr": 1}
 
 
 def format_id(column: str, value) -> str | None:
@@ -207,7 +207,7 @@ def spectrum_payload(spectrum, *, max_points: int = MAX_POINTS) -> dict:
                                           max_points)
     meta = spectrum.meta
     return {
-        "n": int(wb.size), "binned": k, "n_pixels": int(len(spectrum.wavelength)), "unit": spectrum.flux_unit or "",
+        "n": int(wb.size), "binned": k, "n_pixels": len(spectrum.wavelength), "unit": spectrum.flux_unit or "",
         "wave": _pack(wb), "flux": _pack(fb), "noise": _pack(noise), "mask": _runs(masked),
         "survey": meta.survey, "snr": format_id("snr", meta.snr),
     }
