@@ -64,9 +64,9 @@ DEFAULT_PER_FILE = 200
 
 FIRST_FILE = "index.html"
 
-#: most points of one candidate's interactive spectrum; LAMOST (~3900 pixels) and SDSS (~4600) stay (nearly) at
-#: full resolution, DESI coadds (7781) are binned by 2
-MAX_POINTS = 4000
+#: most points of one candidate's interactive spectrum; LAMOST (~3900 pixels) and SDSS (3800-4650) keep every
+#: pixel, DESI coadds (7781) are binned by 2 (about their resolution element)
+MAX_POINTS = 5000
 
 #: which of the model's pictures go in the page: "auto" = only where the spectrum cannot be read again
 IMAGE_MODES = ("auto", "all", "none")

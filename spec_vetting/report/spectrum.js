@@ -142,8 +142,10 @@
       return { x0: MARGIN.left, x1: sz.w - MARGIN.right, y0: MARGIN.top, y1: sz.h - MARGIN.bottom };
     }
 
+    var lastWidth = 0;
     function draw() {
       var sz = size(), dpr = window.devicePixelRatio || 1;
+      lastWidth = sz.w;
       if (canvas.width !== Math.round(sz.w * dpr)) {
         canvas.width = Math.round(sz.w * dpr); canvas.height = Math.round(sz.h * dpr);
         canvas.style.width = sz.w + 'px'; canvas.style.height = sz.h + 'px';
@@ -230,8 +232,7 @@
       }
       var xlabel = (st.frame === 'rest' ? 'rest-frame wavelength (\u00c5), z = ' + fmtZ(st.z) : 'observed wavelength (\u00c5)');
       ctx.fillText(xlabel, (box.x0 + box.x1) / 2 - ctx.measureText(xlabel).width / 2, sz.h - 4);
-      ctx.save(); ctx.translate(12, (box.y0 + box.y1) / 2 + 20); ctx.rotate(-Math.PI / 2);
-      ctx.fillText('flux' + (spec.unit ? ' (' + spec.unit + ')' : ''), 0, 0); ctx.restore();
+      ctx.fillText('flux' + (spec.unit ? ' (' + spec.unit + ')' : ' (relative)'), 4, 11);
       root.setAttribute('data-lo', st.lo.toFixed(2));
       root.setAttribute('data-hi', st.hi.toFixed(2));
       root.setAttribute('data-frame', st.frame);
@@ -290,8 +291,8 @@
     smoothSel.addEventListener('change', function () { setSmooth(Number(smoothSel.value)); });
 
     function dataX(ev) {
-      var rect = canvas.getBoundingClientRect(), box = plotBox(size());
-      var px = ev.clientX - rect.left;
+      var rect = canvas.getBoundingClientRect(), sz = size(), box = plotBox(sz);
+      var px = (ev.clientX - rect.left) * (rect.width > 0 ? lastWidth / rect.width : 1);
       return { px: px, x: st.lo + (px - box.x0) / (box.x1 - box.x0) * (st.hi - st.lo), box: box };
     }
     canvas.addEventListener('mousedown', function (ev) {
@@ -328,6 +329,13 @@
     canvas.addEventListener('dblclick', function () { reset(); });
 
     reset();
+    // redraw at the new width when the pane changes size (window resized, a scrollbar appears)
+    if (window.ResizeObserver) {
+      var seen = root.clientWidth;
+      new window.ResizeObserver(function () {
+        if (Math.abs(root.clientWidth - seen) > 1) { seen = root.clientWidth; draw(); }
+      }).observe(root);
+    }
     return {
       root: root, canvas: canvas, reset: reset, setRange: setRange, setFrame: setFrame, setZ: setZ,
       setSmooth: setSmooth, showWindow: showWindow, redraw: draw,
