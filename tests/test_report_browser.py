@@ -191,6 +191,7 @@ def test_spectrum_plot_zoom_pan_reset_and_frames(spectrum_page):
     assert oframe == "obs" and olo == pytest.approx(lo * (1 + z), abs=0.02)
     zlo, _, zframe, zval = p["rest_z05"]
     assert zframe == "rest" and zval == 0.5 and zlo == pytest.approx(olo / 1.5, abs=0.02)
+    assert p["vi_z_before"] == "" and p["vi_z_after"] == "0.5"  # looking at z = 0.5 sets no VI z until asked
     # the agent's window (rest frame of the run's z) shown in the rest frame of the reviewer's z = 0.5
     wlo, whi = p["window"][:2]
     win_lo, win_hi = p["windows"][0]
@@ -205,6 +206,7 @@ def test_ids_shown_as_text_and_decision_saved_as_the_reviewer_clicks(spectrum_pa
     stored = r["stored"]
     assert stored["decision"] == "agree" and stored["vi_quality"] == "3" and stored["vi_issues"] == "S"
     assert stored["comment"].startswith('selftest, "quoted", comma') and stored["reviewer"] == "selftest"
+    assert stored["vi_z"] == "0.5"
     again = spectrum_page["again"]  # after a reload the page starts from what was saved
     key = r["shown"] + "\u0000cv"
     assert again["restored"][key]["decision"] == "agree" and again["restored"][key]["vi_quality"] == "3"

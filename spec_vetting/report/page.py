@@ -7,8 +7,8 @@ Images go in one ``<script type="text/plain">`` block each (base64, deduplicated
 lives in ``review.js`` / ``review.css`` beside this module and is inlined at build time; a Content-Security-Policy
 with their hashes allows exactly that code and nothing else (no network, no other script).
 
-Real renders weigh about 40 kB each, some 200 kB of page per candidate: one file for thousands of candidates would
-be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
+A candidate weighs about 40 kB (its spectrum and trajectory; some 300 kB more with the model's pictures): one file
+for thousands of candidates would be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
 ``part-002.html``, ...). Every file carries the light index of ALL candidates (id, task, verdict, p_yes, review
 reasons, which file): the list, the filters and the CSV export cover the whole run from any file, and choosing a
 candidate of another file opens that file at that candidate.
@@ -51,7 +51,7 @@ from ..lines import GROUPS, LINES
 
 #: verdict-row columns shown as the candidate's identifiers, in this order, when present and not null
 ID_COLUMNS = ("survey", "variant", "obsid", "designation", "plate", "mjd", "fiberid", "specobjid", "targetid",
-              "tileid", "healpix", "ra", "dec", "redshift", "path", "target")
+              "tileid", "healpix", "ra", "dec", "redshift", "pipeline_class", "path", "target")
 
 #: keyboard shortcut per decision (catalog.review_schema.DECISIONS) on the page
 DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
@@ -59,7 +59,7 @@ DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
 #: list rows per page; the list of one page is plain text rows, cheap even at this size
 PAGE_SIZE = 1000
 
-#: candidates whose trajectories (and images) go in one HTML file; about 45 MB with real renders
+#: candidates whose trajectories (and spectra) go in one HTML file; about 8 MB (60 MB with every picture)
 DEFAULT_PER_FILE = 200
 
 FIRST_FILE = "index.html"

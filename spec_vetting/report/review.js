@@ -287,8 +287,7 @@
     var plot = window.SpecPlot.create(box, c.spectrum, {
       zRun: c.z === null ? 0 : c.z, z: isFinite(zvi) ? zvi : (c.z === null ? 0 : c.z), frame: 'rest',
       windows: windows, lines: DATA.lines, groups: DATA.line_groups,
-      onZ: function (z) {
-        if (!live) { return; }
+      onUseZ: !live ? null : function (z) {
         var zIn = document.querySelector('#detail .vi-z');
         if (zIn) { zIn.value = String(z); }
         update(c, { vi_z: String(z) });
@@ -526,6 +525,9 @@
     var zIn = plot.root.querySelector('.specplot-z');
     zIn.value = '0.5'; fire(zIn, 'change');
     out.rest_z05 = v();
+    out.vi_z_before = document.querySelector('#detail .vi-z').value;
+    plot.root.querySelector('.specplot-use-z').click();
+    out.vi_z_after = document.querySelector('#detail .vi-z').value;
     var lineBox = plot.root.querySelector('input[data-group="helium"]');
     lineBox.checked = true; fire(lineBox, 'change');
     var win = document.querySelector('#detail button.show-window');

@@ -69,7 +69,7 @@
   }
 
   // spec: page.py spectrum_payload; opts: {zRun, z, frame: 'rest'|'obs', windows: [{lo, hi, label}] (rest frame of
-  // zRun, as the zoom tool), lines: [[name, rest wavelength, group]], groups: {id: label}, onZ: function (z)}
+  // zRun, as the zoom tool), lines: [[name, rest wavelength, group]], groups: {id: label}, onUseZ: function (z)}
   function create(container, spec, opts) {
     var wave = unpack(spec.wave, spec.n), flux = unpack(spec.flux, spec.n), noise = unpack(spec.noise, spec.n);
     var st = {
@@ -102,6 +102,12 @@
     var zIn = el('input', 'specplot-z');
     zIn.type = 'text'; zIn.size = 9; zIn.value = fmtZ(st.z);
     control('z', zIn);
+    if (opts.onUseZ) {  // the plot's z is for looking; the VI redshift is set only on purpose
+      var useZ = el('button', 'specplot-use-z', 'use as VI z');
+      useZ.type = 'button'; useZ.title = 'copy this z into the VI redshift field';
+      useZ.addEventListener('click', function () { opts.onUseZ(Number(fmtZ(st.z))); });
+      bar.appendChild(useZ);
+    }
     var smoothSel = el('select', 'specplot-smooth');
     [0, 1, 2, 3, 5, 10].forEach(function (n) {
       var o = el('option', null, n ? 'sigma ' + n + ' px' : 'none'); o.value = String(n); smoothSel.appendChild(o);
@@ -285,8 +291,7 @@
     frameSel.addEventListener('change', function () { setFrame(frameSel.value); });
     zIn.addEventListener('change', function () {
       var z = Number(zIn.value);
-      if (zIn.value.trim() === '' || !setZ(z)) { zIn.value = fmtZ(st.z); return; }
-      if (opts.onZ) { opts.onZ(z); }
+      if (zIn.value.trim() === '' || !setZ(z)) { zIn.value = fmtZ(st.z); }
     });
     smoothSel.addEventListener('change', function () { setSmooth(Number(smoothSel.value)); });
 
