@@ -21,15 +21,12 @@ _tasks_file_option = click.option(
 
 def _load(root, run_id, labels_file, tasks_file):
     """The run, its labels, and the tasks file that gives back the prompts of tasks not built in."""
-    from ..catalog.labels import labels_for
     from ..catalog.read import read_run, run_tasks_file
+    from .evaluate import load_labels
 
     try:
         data = read_run(root, run_id)
-        labels, n_reviewed = labels_for(root, labels_file)
-        if n_reviewed:
-            click.echo(f"{n_reviewed} reviewer labels from `spec-vet review import` are used"
-                       + (" (the --labels file overrides them)" if labels_file else ""), err=True)
+        labels = load_labels(root, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
     if tasks_file is None:

@@ -230,13 +230,10 @@ class _SpectrumSource:
                 self._lists[path] = {c.candidate_id: c for c in load_candidates(path)}
             return self._lists[path]
 
+        from ..export import _target  # the catalog's text target as the reader takes it, as export reads it
         from ..io import read_spectrum
 
-        try:
-            target = int(target) if target is not None else None
-        except ValueError:
-            pass
-        return read_spectrum(path, target)
+        return read_spectrum(path, _target(target))
 
     def get(self, row: dict) -> tuple[dict | None, str | None]:
         """(payload, None), or (None, why there is no spectrum)."""
@@ -293,7 +290,7 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
             "reason": row.get("reason"), "error_kind": row.get("error_kind"),
             "error_message": row.get("error_message"), "label": row.get("label"), "engine": row.get("engine"),
             "model": row.get("model"), "review_reasons": reasons,
-            "ids": {k: format_id(k, row[k]) for k in ID_COLUMNS if format_id(k, row.get(k)) is not None},
+            "ids": {k: text for k in ID_COLUMNS if (text := format_id(k, row.get(k))) is not None},
             "z": z if isinstance(z, (int, float)) else None,
             "spectrum": spectrum, "spectrum_error": spectrum_error,
             "initial_image": store.add(data.initial_image(cid, task)) if with_images else None,
