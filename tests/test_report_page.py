@@ -67,13 +67,16 @@ def test_records_carry_ids_trajectory_and_deduplicated_images(tmp_path):
     assert data["run_id"] == "run-1"
     assert [c["candidate_id"] for c in data["candidates"]] == ["evil", "ok-1", "und"]
     ok = next(c for c in data["candidates"] if c["candidate_id"] == "ok-1")
-    assert ok["ids"]["obsid"] == 1000 and ok["ids"]["ra"] == 10.0
+    assert ok["ids"]["obsid"] == "1000" and ok["ids"]["ra"] == "10"  # ids are text: no rounding by JavaScript
     assert ok["turns"][0]["zoom"] == [6500.0, 6600.0] and ok["turns"][0]["image"]
     assert ok["initial_image"] and ok["turns"][1]["image"] is None
     refs = {c["turns"][0]["image"] for c in data["candidates"][:2]}
     assert len(refs) == 1  # the same PNG is embedded once
     assert page.count(f'id="img-{refs.pop()}"') == 1
-    assert data["schema"]["columns"] == ["candidate_id", "task", "verdict", "decision", "label", "comment", "reviewer"]
+    assert data["schema"]["columns"][:7] == ["candidate_id", "task", "verdict", "decision", "label", "comment",
+                                             "reviewer"]  # the label-list columns first, as older exports
+    assert data["schema"]["columns"][7:] == ["vi_quality", "vi_issues", "vi_z", "vi_spectype", "run_id",
+                                             "reviewed_at"]
 
 
 def test_only_review_queue(tmp_path):
@@ -150,3 +153,182 @@ def test_cli_report_per_file(tmp_path):
     assert "and 1 part files beside it" in res.output and (tmp_path / "out" / "part-002.html").is_file()
     res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "out"), "--per-file", "0"])
     assert res.exit_code == 2
+
+
+# ------------------------------------------------------------------------------------ spectrum, ids, size, import
+
+import pytest
+
+from report_support import spectrum_catalog
+
+
+@pytest.fixture(scope="module")
+def spectra(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spectra")
+    root, items = spectrum_catalog(tmp)
+    return root, items
+
+
+def _unpack(p, n):
+    import numpy as np
+
+    q = np.frombuffer(base64.b64decode(p["q"]), dtype="<u2")[:n].astype(float)
+    return np.where(q == 65535, np.nan, p["lo"] + q / 65534 * (p["hi"] - p["lo"]))
+
+
+def test_page_carries_the_spectrum_read_again_from_the_file(spectra):
+    import numpy as np
+
+    from spec_vetting.io import read_spectrum
+    from spec_vetting.report.page import MAX_POINTS, downsample
+
+    root, _ = spectra
+    data = _data_block(build_page(read_run(root)))
+    assert all(c["spectrum"] for c in data["candidates"]), [c["spectrum_error"] for c in data["candidates"]]
+    desi = next(c for c in data["candidates"] if c["ids"].get("survey") == "desi")
+    spec = desi["spectrum"]
+    assert spec["n_pixels"] > MAX_POINTS and spec["binned"] == 2 and spec["n"] <= MAX_POINTS
+    truth = read_spectrum(desi["ids"]["path"], int(desi["ids"]["targetid"]))
+    wb, fb, nb, masked, _ = downsample(truth.wavelength, truth.flux, truth.ivar, truth.mask)
+    for name, ref in (("wave", wb), ("flux", fb), ("noise", nb)):
+        got = _unpack(spec[name], spec["n"])
+        ok = np.isfinite(ref)
+        span = spec[name]["hi"] - spec[name]["lo"]
+        assert np.all(np.abs(got[ok] - ref[ok]) <= span / 65534 * 0.51 + 1e-9), name  # 16-bit packing only
+    assert sum(b - a + 1 for a, b in spec["mask"]) == int(masked.sum())
+    lamost = next(c for c in data["candidates"] if c["spectrum"]["n_pixels"] <= MAX_POINTS)
+    assert lamost["spectrum"]["binned"] == 1  # LAMOST/SDSS keep every pixel
+
+
+def test_downsample_weights_by_ivar_and_marks_bins_with_no_good_pixel():
+    import numpy as np
+
+    from spec_vetting.report.page import downsample
+
+    w = np.arange(10.0)
+    f = np.array([1, 3, 5, 5, 0, 0, 2, 2, 9, 9], float)
+    iv = np.array([1, 3, 1, 1, 1, 1, 4, 4, 1, 1], float)
+    mask = np.array([0, 0, 0, 0, 1, 1, 0, 0, 0, 0], bool)
+    wb, fb, nb, masked, k = downsample(w, f, iv, mask, max_points=5)
+    assert k == 2 and list(wb) == [0.5, 2.5, 4.5, 6.5, 8.5]
+    assert fb[0] == pytest.approx(2.5) and nb[0] == pytest.approx(0.5)  # (1*1 + 3*3) / 4, 1/sqrt(4)
+    assert list(masked) == [False, False, True, False, False] and fb[2] == 0  # masked bin keeps its flux
+    assert np.isnan(nb[2])
+
+
+def test_ids_are_text_numbers_are_formatted_and_tool_calls_readable(spectra):
+    root, items = spectra
+    data = _data_block(build_page(read_run(root)))
+    desi = next(c for c in data["candidates"] if c["ids"].get("survey") == "desi")
+    targetid = next(str(i["target"]) for i in items if i["target"] != "")
+    assert desi["ids"]["targetid"] == targetid and int(targetid) > 2**53  # exact, as text
+    assert desi["ids"]["ra"] == "126.5024" and desi["ids"]["dec"] == "-0.000145"
+    assert desi["ids"]["redshift"] == "-0.000145" and desi["z"] == -0.0001450149058217  # the plot keeps the number
+    assert "H\u03b1" in desi["turns"][0]["tool_call"] and "\\u03b1" not in desi["turns"][0]["tool_call"]
+
+
+def test_images_only_where_the_spectrum_cannot_be_read(spectra, tmp_path):
+    from spec_vetting.report.page import candidate_records
+
+    root, _ = spectra
+    data = read_run(root)
+    records, store = candidate_records(data)
+    assert not store.blobs and all(r["initial_image"] is None for r in records)
+    assert all(t["has_image"] for r in records for t in r["turns"][:1])  # said so on the page
+    records, store = candidate_records(data, images="all")
+    assert store.blobs and all(r["initial_image"] for r in records)
+    data.verdicts[0]["path"] = str(tmp_path / "gone.fits")
+    records, store = candidate_records(data)
+    gone = next(r for r in records if r["candidate_id"] == data.verdicts[0]["candidate_id"])
+    assert gone["spectrum"] is None and "gone.fits" in gone["spectrum_error"] and gone["initial_image"]
+    with pytest.raises(ValueError):
+        candidate_records(data, images="some")
+
+
+def test_page_size_per_candidate(spectra):
+    root, _ = spectra
+    data = read_run(root)
+    per_candidate = len(build_page(data).encode()) / len(data.verdicts)  # code and styles included
+    assert per_candidate < 100_000, per_candidate  # README: under 100 kB with the spectrum, no PNG
+
+
+def test_line_table_is_vacuum_and_covers_the_groups():
+    from spec_vetting.lines import GROUPS, LINES, air_to_vacuum, lines_in
+
+    assert air_to_vacuum(6562.80) == pytest.approx(6564.61, abs=0.02)  # H-alpha air -> vacuum
+    names = {line.name for line in LINES}
+    for wanted in ("H\u03b1", "He II 4686", "Ca II K", "Na I D2", "TiO 7054", "CaH 6382", "C2 5165", "ZrO 6474",
+                   "Mg II", "C IV"):
+        assert wanted in names
+    assert {line.group for line in LINES} == set(GROUPS)
+    assert [line.wavelength for line in lines_in("balmer")] == sorted(line.wavelength for line in lines_in("balmer"))
+
+
+def test_review_queue_csv_carries_reason_and_error_message(tmp_path):
+    import csv
+    import io
+
+    v = [verdict_row("e1", "cv", "ERROR", error_kind="read_error", error_message="file gone:\n/data/x.fits"),
+         verdict_row("u1", "cv", "UNDECIDED", reason="budget"), verdict_row("ok", "cv", "YES", p_yes=0.99)]
+    root = write_catalog(tmp_path / "cat", v)
+    res = CliRunner().invoke(main, ["review-queue", str(root)])
+    assert res.exit_code == 0, res.output
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert [r["candidate_id"] for r in rows] == ["e1", "u1"]
+    assert rows[0]["error_kind"] == "read_error" and rows[0]["error_message"] == "file gone: /data/x.fits"
+    assert rows[1]["reason"] == "budget" and rows[1]["review_reasons"] == "undecided"
+
+
+def _export(rows):
+    from spec_vetting.catalog.review_schema import REVIEW_CSV_COLUMNS
+
+    lines = [",".join(REVIEW_CSV_COLUMNS)]
+    for r in rows:
+        lines.append(",".join(str(r.get(c, "")) for c in REVIEW_CSV_COLUMNS))
+    return "\r\n".join(lines) + "\r\n"
+
+
+def test_review_import_brings_decisions_back_as_labels_for_eval_and_export(tmp_path):
+    from spec_vetting.catalog.labels import attach_labels, labels_for, reviewed_labels_path
+
+    root = _catalog(tmp_path)  # ok-1 YES (label YES), evil NO (label YES), und UNDECIDED (label NO)
+    f = tmp_path / "review.csv"
+    f.write_text(_export([
+        {"candidate_id": "ok-1", "task": "cv", "verdict": "YES", "decision": "disagree", "vi_quality": "3",
+         "vi_issues": "RS", "vi_z": "0.0012", "reviewer": "ann", "run_id": "run-1"},
+        {"candidate_id": "und", "task": "wd", "verdict": "UNDECIDED", "decision": "unsure", "comment": "Low S/N"},
+    ]), encoding="utf-8")
+    res = CliRunner().invoke(main, ["review", "import", str(root), str(f)])
+    assert res.exit_code == 0, res.output
+    assert "imported 2 decisions on run run-1 (1 labels: 0 YES, 1 NO)" in res.output
+    stored = reviewed_labels_path(root).read_text(encoding="utf-8")
+    assert "ok-1,cv,YES,disagree,NO" in stored and ",ann,3,RS,0.0012," in stored
+    labels, n = labels_for(root)
+    assert n == 1 and labels == {("ok-1", "cv"): "NO"}
+    rows = attach_labels(read_run(root, with_turns=False).verdicts, labels)
+    assert {r["candidate_id"]: r["label"] for r in rows} == {"ok-1": "NO", "evil": "YES", "und": "NO"}
+    res = CliRunner().invoke(main, ["eval", str(root), "--json"])
+    assert res.exit_code == 0 and "1 reviewer labels from `spec-vet review import` are used" in res.output
+    # importing again replaces the decision on the same verdict and keeps the others
+    f.write_text(_export([{"candidate_id": "ok-1", "task": "cv", "verdict": "YES", "decision": "agree"}]))
+    assert CliRunner().invoke(main, ["review", "import", str(root), str(f)]).exit_code == 0
+    assert labels_for(root)[0] == {("ok-1", "cv"): "YES"}
+    assert "und,wd,UNDECIDED,unsure" in reviewed_labels_path(root).read_text(encoding="utf-8")
+
+
+def test_review_import_refuses_rows_the_run_does_not_have(tmp_path):
+    from spec_vetting.catalog.labels import reviewed_labels_path
+
+    root = _catalog(tmp_path)
+    f = tmp_path / "review.csv"
+    for rows, says in (
+        ([{"candidate_id": "nope", "task": "cv", "decision": "agree"}], "run run-1 has no such verdict"),
+        ([{"candidate_id": "ok-1", "task": "cv", "verdict": "NO", "decision": "agree"}],
+         "the decision was made on verdict NO, the run's is YES"),
+        ([{"candidate_id": "ok-1", "task": "cv", "decision": "maybe", "vi_quality": "7"}], "decision 'maybe'"),
+        ([{"candidate_id": "ok-1", "task": "cv", "decision": "agree", "label": "NO"}], "contradicts"),
+    ):
+        f.write_text(_export(rows), encoding="utf-8")
+        res = CliRunner().invoke(main, ["review", "import", str(root), str(f)])
+        assert res.exit_code == 1 and says in res.output and "nothing imported" in res.output, res.output
+    assert not reviewed_labels_path(root).exists()

@@ -4,6 +4,9 @@ A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO, in t
 :mod:`spec_vetting.labels`) and, optionally, ``task`` (without it a label applies to every task of that candidate).
 The review page's export has the same columns plus ``verdict`` and ``decision``; an empty ``label`` there is derived
 from the decision (agree/disagree) when it can be. Labels from a file override the catalog's for the rows they name.
+
+``spec-vet review import ROOT decisions.csv`` keeps reviewers' decisions in ROOT/_review/decisions.csv (same
+columns); :func:`labels_for` reads them for eval and export, under any ``--labels`` file, over the catalog's.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from pathlib import Path
 from ..errors import CandidateListError
 from ..labels import LABEL_HINT, LabelValueError, parse_label
 from ..protocol import TASK_ALIASES
-from .review_schema import label_from_decision
+from .review_schema import REVIEW_DECISIONS_FILE, REVIEW_DIR, label_from_decision
 
 LabelKey = tuple[str, str | None]  # (candidate_id, task or None = any task)
 
@@ -91,3 +94,19 @@ def attach_labels(verdicts: list[dict], labels: dict[LabelKey, str] | None = Non
         from_file = label_for(labels, row["candidate_id"], row["task"]) if labels else None
         row["label"] = from_file if from_file is not None else normalise_label(row.get("label"))
     return verdicts
+
+
+def reviewed_labels_path(root) -> Path:
+    """ROOT/_review/decisions.csv: where `spec-vet review import` keeps the decisions it brought back."""
+    return Path(root) / REVIEW_DIR / REVIEW_DECISIONS_FILE
+
+
+def labels_for(root, labels_file=None) -> tuple[dict[LabelKey, str] | None, int]:
+    """Labels for eval and export: imported review decisions, overridden by ``labels_file``; and how many labels
+    came from the imported decisions. None when there are neither."""
+    reviewed = reviewed_labels_path(root)
+    labels: dict[LabelKey, str] = read_label_file(reviewed) if reviewed.is_file() else {}
+    n_reviewed = len(labels)
+    if labels_file:
+        labels.update(read_label_file(labels_file))
+    return (labels or None), n_reviewed

@@ -28,6 +28,7 @@ COMMANDS: dict[str, str] = {
     "eval": "spec_vetting.cli.evaluate:eval_cmd",
     "bench": "spec_vetting.cli.bench:bench",
     "review-queue": "spec_vetting.cli.review:review_queue",
+    "review": "spec_vetting.cli.review:review",
     "report": "spec_vetting.cli.report:report",
     "export": "spec_vetting.cli.export:export",
 }

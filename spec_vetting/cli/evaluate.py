@@ -9,14 +9,26 @@ import click
 from ..errors import SpecVettingError
 
 
+def load_labels(root, labels_file):
+    """Imported reviewer labels under the ``--labels`` file's (None when neither); says on stderr when reviewer
+    labels are used. For eval and export."""
+    from ..catalog.labels import labels_for
+
+    labels, n_reviewed = labels_for(root, labels_file)
+    if n_reviewed:
+        click.echo(f"{n_reviewed} reviewer labels from `spec-vet review import` are used"
+                   + (" (the --labels file overrides them)" if labels_file else ""), err=True)
+    return labels
+
+
 def load_labelled_run(root, run_id, labels_file):
-    """The run's verdict rows with labels attached (file labels override the catalog's)."""
-    from ..catalog.labels import attach_labels, read_label_file
+    """The run's verdict rows with labels attached (file labels override the reviewers', which override the
+    catalog's)."""
+    from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
 
     data = read_run(root, run_id, with_turns=False)
-    labels = read_label_file(labels_file) if labels_file else None
-    attach_labels(data.verdicts, labels)
+    attach_labels(data.verdicts, load_labels(root, labels_file))
     return data
 
 

@@ -21,12 +21,12 @@ _tasks_file_option = click.option(
 
 def _load(root, run_id, labels_file, tasks_file):
     """The run, its labels, and the tasks file that gives back the prompts of tasks not built in."""
-    from ..catalog.labels import read_label_file
     from ..catalog.read import read_run, run_tasks_file
+    from .evaluate import load_labels
 
     try:
         data = read_run(root, run_id)
-        labels = read_label_file(labels_file) if labels_file else None
+        labels = load_labels(root, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
     if tasks_file is None:

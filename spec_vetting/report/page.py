@@ -7,11 +7,19 @@ Images go in one ``<script type="text/plain">`` block each (base64, deduplicated
 lives in ``review.js`` / ``review.css`` beside this module and is inlined at build time; a Content-Security-Policy
 with their hashes allows exactly that code and nothing else (no network, no other script).
 
-Real renders weigh about 40 kB each, some 200 kB of page per candidate: one file for thousands of candidates would
-be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
+A candidate weighs about 40 kB (its spectrum and trajectory; some 300 kB more with the model's pictures): one file
+for thousands of candidates would be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
 ``part-002.html``, ...). Every file carries the light index of ALL candidates (id, task, verdict, p_yes, review
 reasons, which file): the list, the filters and the CSV export cover the whole run from any file, and choosing a
 candidate of another file opens that file at that candidate.
+
+What the reviewer sees of each candidate is an interactive plot of the real spectrum (``spectrum.js``): flux,
+noise from ivar and the bad-pixel mask, read again from the file the verdict row points at
+(:func:`spectrum_payload`), binned to at most ``MAX_POINTS`` points and packed as 16-bit integers, with the line
+table of :mod:`spec_vetting.lines` and the agent's zoom windows drawn on it. The pictures the model saw are not
+embedded by default (``images="auto"``): each turn's window is a button that shows it on the plot, and the PNGs go
+in only for candidates whose spectrum file no longer reads; ``images="all"`` embeds every picture as before,
+``images="none"`` none.
 """
 
 from __future__ import annotations
@@ -20,18 +28,30 @@ import base64
 import hashlib
 import html
 import json
+import math
 import re
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from ..catalog.read import RunData
-from ..catalog.review_schema import DECISIONS, REVIEW_CSV_COLUMNS
+from ..catalog.review_schema import (
+    DECISIONS,
+    REVIEW_CSV_COLUMNS,
+    VI_ISSUES,
+    VI_QUALITY,
+    VI_SPECTYPES,
+    VI_STANDARD_COMMENTS,
+)
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, review_reasons
+from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
+from ..lines import GROUPS, LINES
 
 #: verdict-row columns shown as the candidate's identifiers, in this order, when present and not null
 ID_COLUMNS = ("survey", "variant", "obsid", "designation", "plate", "mjd", "fiberid", "specobjid", "targetid",
-              "tileid", "healpix", "ra", "dec", "redshift", "path", "target")
+              "tileid", "healpix", "ra", "dec", "redshift", "pipeline_class", "path", "target")
 
 #: keyboard shortcut per decision (catalog.review_schema.DECISIONS) on the page
 DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
@@ -39,10 +59,20 @@ DECISION_KEYS = {"agree": "a", "disagree": "d", "unsure": "u"}
 #: list rows per page; the list of one page is plain text rows, cheap even at this size
 PAGE_SIZE = 1000
 
-#: candidates whose trajectories (and images) go in one HTML file; about 45 MB with real renders
+#: candidates whose trajectories (and spectra) go in one HTML file; about 8 MB (60 MB with every picture)
 DEFAULT_PER_FILE = 200
 
 FIRST_FILE = "index.html"
+
+#: most points of one candidate's interactive spectrum; LAMOST (~3900 pixels) and SDSS (3800-4650) keep every
+#: pixel, DESI coadds (7781) are binned by 2 (about their resolution element)
+MAX_POINTS = 5000
+
+#: which of the model's pictures go in the page: "auto" = only where the spectrum cannot be read again
+IMAGE_MODES = ("auto", "all", "none")
+
+#: the JavaScript of the page, inlined in this order as one script
+SCRIPTS = ("spectrum.js", "review.js")
 
 
 def part_file_name(part: int) -> str:
@@ -85,38 +115,189 @@ class _Images:
         return ref
 
 
-def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False):
+#: decimals per id column shown as a float: ra/dec to 1e-6 deg (4 mas), redshift to 1e-6, S/N to 0.1
+_ID_DECIMALS = {"ra": 6, "dec": 6, "redshift": 6, "snr": 1}
+
+
+def format_id(column: str, value) -> str | None:
+    """An identifier as the text the page shows: integers exactly (a DESI TARGETID exceeds 2**53, which a
+    JavaScript number would round), floats to a sensible number of decimals, the rest as text."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if not math.isfinite(value):
+            return None
+        if value.is_integer() and column not in _ID_DECIMALS:
+            return str(int(value))
+        text = f"{value:.{_ID_DECIMALS.get(column, 6)}f}"
+        text = text.rstrip("0").rstrip(".") if "." in text else text
+        return "0" if text in ("-0", "") else text
+    return str(value)
+
+
+def readable_tool_call(text: str | None) -> str | None:
+    """The tool call as JSON with its characters as characters (``"H\\u03b1"`` -> ``"Hα"``); text that is
+    not JSON is returned as it is."""
+    if not text:
+        return text
+    try:
+        return json.dumps(json.loads(text), ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def _pack(values: np.ndarray) -> dict:
+    """Values as 16-bit integers between their min and max (65535 = missing), base64, little-endian."""
+    finite = np.isfinite(values)
+    if not finite.any():
+        return {"lo": 0.0, "hi": 0.0, "q": base64.b64encode(np.full(values.size, 65535, "<u2").tobytes()).decode()}
+    lo, hi = float(values[finite].min()), float(values[finite].max())
+    span = hi - lo if hi > lo else 1.0
+    q = np.full(values.size, 65535, dtype="<u2")
+    q[finite] = np.rint((values[finite] - lo) / span * 65534).astype("<u2")
+    return {"lo": lo, "hi": hi if hi > lo else lo + 1.0, "q": base64.b64encode(q.tobytes()).decode("ascii")}
+
+
+def downsample(wavelength, flux, ivar, mask, max_points: int = MAX_POINTS):
+    """Bin a spectrum by whole pixels to at most ``max_points`` points: (wavelength, flux, noise, masked, k).
+
+    Each bin averages ``k`` neighbouring pixels: flux weighted by ivar over its good pixels (mask False, ivar > 0;
+    plain mean of the finite ones when none is good, and the bin counts as masked), noise = 1/sqrt(sum ivar).
+    """
+    w = np.asarray(wavelength, dtype=float)
+    f = np.asarray(flux, dtype=float)
+    iv = np.asarray(ivar, dtype=float)
+    bad = np.asarray(mask, dtype=bool) | ~np.isfinite(f) | ~np.isfinite(iv) | (iv <= 0)
+    n = w.size
+    k = max(1, math.ceil(n / max_points))
+    nb = math.ceil(n / k)
+    pad = nb * k - n
+
+    def grid(a, fill):
+        return np.concatenate([a, np.full(pad, fill, dtype=a.dtype)]).reshape(nb, k)
+
+    wg = grid(w, np.nan)
+    fg = grid(np.where(np.isfinite(f), f, np.nan), np.nan)
+    good = grid(~bad, False)
+    weight = np.where(good, grid(np.where(bad, 0.0, iv), 0.0), 0.0)
+    wsum = weight.sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        fw = np.where(wsum > 0, np.nansum(np.where(good, fg, 0.0) * weight, axis=1) / wsum, np.nan)
+        plain = np.nanmean(np.where(np.isfinite(fg), fg, np.nan), axis=1) if k > 1 else fg[:, 0]
+        noise = np.where(wsum > 0, 1.0 / np.sqrt(wsum), np.nan)
+        wb = np.nanmean(wg, axis=1) if k > 1 else wg[:, 0]
+    fb = np.where(np.isfinite(fw), fw, plain)
+    return wb, fb, noise, ~good.any(axis=1), k
+
+
+def _runs(flags: np.ndarray) -> list[list[int]]:
+    """[first, last] index pairs of the runs of True."""
+    idx = np.flatnonzero(np.diff(np.concatenate([[0], flags.astype(np.int8), [0]])))
+    return [[int(a), int(b) - 1] for a, b in zip(idx[::2], idx[1::2])]
+
+
+def spectrum_payload(spectrum, *, max_points: int = MAX_POINTS) -> dict:
+    """What the page's plot needs of one spectrum, small: binned, 16-bit packed, mask as index runs."""
+    wb, fb, noise, masked, k = downsample(spectrum.wavelength, spectrum.flux, spectrum.ivar, spectrum.mask,
+                                          max_points)
+    meta = spectrum.meta
+    return {
+        "n": int(wb.size), "binned": k, "n_pixels": len(spectrum.wavelength), "unit": spectrum.flux_unit or "",
+        "wave": _pack(wb), "flux": _pack(fb), "noise": _pack(noise), "mask": _runs(masked),
+        "survey": meta.survey, "snr": format_id("snr", meta.snr),
+    }
+
+
+class _SpectrumSource:
+    """Each verdict row's spectrum, read again from the file (or SpecVI candidate list) the row points at; a
+    spectrum shared by several tasks is read once."""
+
+    def __init__(self, max_points: int = MAX_POINTS):
+        self.max_points = max_points
+        self._done: dict[tuple, tuple[dict | None, str | None]] = {}
+        self._lists: dict[str, dict] = {}
+
+    def _read(self, path: str, target):
+        if path.lower().endswith((".parquet", ".pq")):  # a SpecVI-Bench list: inline spectra
+            if path not in self._lists:
+                from ..io.candidates import load_candidates
+
+                self._lists[path] = {c.candidate_id: c for c in load_candidates(path)}
+            return self._lists[path]
+
+        from ..export import _target  # the catalog's text target as the reader takes it, as export reads it
+        from ..io import read_spectrum
+
+        return read_spectrum(path, _target(target))
+
+    def get(self, row: dict) -> tuple[dict | None, str | None]:
+        """(payload, None), or (None, why there is no spectrum)."""
+        path, target = row.get("path"), row.get("target")
+        if not path:
+            return None, "no spectrum file recorded for this verdict"
+        key = (path, target, row["candidate_id"] if str(path).lower().endswith((".parquet", ".pq")) else None)
+        if key not in self._done:
+            try:
+                got = self._read(str(path), target)
+                if isinstance(got, dict):
+                    cand = got.get(row["candidate_id"])
+                    if cand is None:
+                        raise FileNotFoundError(f"{path}: candidate {row['candidate_id']} not in the list")
+                    got = cand.load_spectrum()
+                self._done[key] = (spectrum_payload(got, max_points=self.max_points), None)
+            except (SpecVettingError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+                self._done[key] = (None, f"spectrum not readable: {exc}")
+        return self._done[key]
+
+
+def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
+                      images: str = "auto", max_points: int = MAX_POINTS):
     """Records for the page (images replaced by references) and the image store."""
-    images = _Images()
+    if images not in IMAGE_MODES:
+        raise ValueError(f"images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
+    store = _Images()
+    spectra = _SpectrumSource(max_points)
     records = []
     for row in data.verdicts:
         reasons = review_reasons(row, threshold=threshold)
         if only_queue and not reasons:
             continue
         cid, task = row["candidate_id"], row["task"]
+        spectrum, spectrum_error = spectra.get(row)
+        with_images = images == "all" or (images == "auto" and spectrum is None)
         turns = []
         for t in data.assistant_turns(cid, task):
             zmin, zmax = t.get("zoom_min"), t.get("zoom_max")
             turns.append({
                 "turn": int(t.get("turn") or 0),
                 "assistant_text": t.get("assistant_text"),
-                "tool_call": t.get("tool_call"),
+                "tool_call": readable_tool_call(t.get("tool_call")),
                 "tool_response_text": t.get("tool_response_text"),
                 "zoom": [zmin, zmax] if zmin is not None and zmax is not None else None,
-                "image": images.add(t.get("image_png")),
+                "image": store.add(t.get("image_png")) if with_images else None,
+                "has_image": bool(t.get("image_png")),
             })
+        z = _clean_number(row.get("redshift"))
         records.append({
-            "candidate_id": cid, "task": task, "verdict": row.get("verdict"), "status": row.get("status"),
+            "candidate_id": str(cid), "task": task, "verdict": row.get("verdict"), "status": row.get("status"),
             "fallback": row.get("fallback"), "p_yes": _clean_number(row.get("p_yes")),
             "p_yes_source": row.get("p_yes_source"), "justification": row.get("justification"),
             "reason": row.get("reason"), "error_kind": row.get("error_kind"),
             "error_message": row.get("error_message"), "label": row.get("label"), "engine": row.get("engine"),
             "model": row.get("model"), "review_reasons": reasons,
-            "ids": {k: _clean_number(row[k]) for k in ID_COLUMNS if row.get(k) is not None},
-            "initial_image": images.add(data.initial_image(cid, task)), "turns": turns,
+            "ids": {k: text for k in ID_COLUMNS if (text := format_id(k, row.get(k))) is not None},
+            "z": z if isinstance(z, (int, float)) else None,
+            "spectrum": spectrum, "spectrum_error": spectrum_error,
+            "initial_image": store.add(data.initial_image(cid, task)) if with_images else None,
+            "turns": turns,
         })
     records.sort(key=lambda r: (r["task"], r["candidate_id"]))
-    return records, images
+    return records, store
 
 
 def _index_entry(record: dict, part: int) -> dict:
@@ -130,15 +311,17 @@ def _image_refs(record: dict) -> list[str]:
 
 
 def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
-                per_file: int = DEFAULT_PER_FILE) -> list[tuple[str, str]]:
+                per_file: int = DEFAULT_PER_FILE, images: str = "auto",
+                max_points: int = MAX_POINTS) -> list[tuple[str, str]]:
     """(file name, HTML text) of every file of the review page of one run; the first is ``index.html``."""
     if per_file < 1:
         raise ValueError(f"per_file must be at least 1, got {per_file}")
-    records, images = candidate_records(data, threshold=threshold, only_queue=only_queue)
+    records, store = candidate_records(data, threshold=threshold, only_queue=only_queue, images=images,
+                                       max_points=max_points)
     chunks = [records[i:i + per_file] for i in range(0, len(records), per_file)] or [[]]
     index = [_index_entry(r, n) for n, chunk in enumerate(chunks) for r in chunk]
     parts = [{"file": part_file_name(n), "n": len(chunk)} for n, chunk in enumerate(chunks)]
-    js, css = _asset("review.js"), _asset("review.css")
+    js, css = "\n".join(_asset(name) for name in SCRIPTS), _asset("review.css")
     title = f"spec-vet review: run {data.run_id}" + (" (review queue)" if only_queue else "")
     note = f"{len(records)} verdicts from {data.root}. {ABSTAIN_NOTE} Decisions stay in this browser until exported."
     if len(chunks) > 1:
@@ -150,11 +333,13 @@ def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, o
             "run_id": data.run_id, "root": data.root, "threshold": threshold, "page_size": PAGE_SIZE,
             "only_queue": only_queue, "part": n, "parts": parts, "index": index, "candidates": chunk,
             "schema": {"decisions": list(DECISIONS), "decision_keys": DECISION_KEYS,
-                       "columns": list(REVIEW_CSV_COLUMNS)},
+                       "columns": list(REVIEW_CSV_COLUMNS), "vi_quality": VI_QUALITY, "vi_issues": VI_ISSUES,
+                       "vi_spectypes": list(VI_SPECTYPES), "vi_comments": list(VI_STANDARD_COMMENTS)},
+            "lines": [[line.name, line.wavelength, line.group] for line in LINES], "line_groups": GROUPS,
         }
         refs = dict.fromkeys(ref for record in chunk for ref in _image_refs(record))
         image_blocks = "\n".join(
-            f'<script type="text/plain" id="img-{ref}">{images.blobs[ref]}</script>' for ref in refs
+            f'<script type="text/plain" id="img-{ref}">{store.blobs[ref]}</script>' for ref in refs
         )
         part_title = title + (f" (file {n + 1} of {len(chunks)})" if len(chunks) > 1 else "")
         values = {
@@ -167,9 +352,11 @@ def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, o
     return pages
 
 
-def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False) -> str:
+def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
+               **options) -> str:
     """The HTML text of the review page of one run, all in one file (for runs small enough to fit one)."""
-    return build_pages(data, threshold=threshold, only_queue=only_queue, per_file=max(1, len(data.verdicts)))[0][1]
+    return build_pages(data, threshold=threshold, only_queue=only_queue, per_file=max(1, len(data.verdicts)),
+                       **options)[0][1]
 
 
 def write_pages(data: RunData, out_dir, **options) -> list[Path]:

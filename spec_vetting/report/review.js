@@ -69,8 +69,8 @@
     if (f.conf === 'confident' && (conf === null || conf < DATA.threshold)) { return false; }
     if (f.conf === 'none' && conf !== null) { return false; }
     var d = decisions[key(c)];
-    if (f.decision === 'pending' && d && d.decision) { return false; }
-    if (f.decision === 'done' && !(d && d.decision)) { return false; }
+    if (f.decision === 'pending' && reviewed(d)) { return false; }
+    if (f.decision === 'done' && !reviewed(d)) { return false; }
     if (f.search && c.candidate_id.toLowerCase().indexOf(f.search.toLowerCase()) < 0) { return false; }
     return true;
   }
@@ -161,57 +161,184 @@
     return dl;
   }
 
+  // The decision and prospect's visual-inspection fields; every change is saved at once (localStorage).
+  function update(c, fields) {
+    var cur = decisions[key(c)] || {};
+    Object.keys(fields).forEach(function (k) { cur[k] = fields[k]; });
+    cur.reviewed_at = new Date().toISOString();
+    var who = document.getElementById('reviewer').value.trim();
+    if (who) { cur.reviewer = who; }
+    decisions[key(c)] = cur;
+    saveDecisions();
+    return cur;
+  }
+
   function reviewForm(c) {
     var box = el('div', 'review-form');
     var d = decisions[key(c)] || {};
-    box.appendChild(el('strong', null, 'Your decision on this verdict: '));
+    var row1 = el('div');
+    row1.appendChild(el('strong', null, 'Your decision on this verdict: '));
     SCHEMA.decisions.forEach(function (name) {
       var b = el('button', d.decision === name ? 'decision-' + name : null,
         name + ' (' + SCHEMA.decision_keys[name] + ')');
       b.type = 'button';
+      b.setAttribute('data-decision', name);
       b.addEventListener('click', function () { decide(c, name); });
-      box.appendChild(b);
+      row1.appendChild(b);
     });
-    box.appendChild(el('span', d.decision ? 'decision-' + d.decision : null, d.decision ? 'marked ' + d.decision : 'not reviewed'));
-    var ta = el('textarea');
-    ta.placeholder = 'comment (kept with the decision)';
+    row1.appendChild(el('span', d.decision ? 'decision-' + d.decision : null, d.decision ? 'marked ' + d.decision : 'not reviewed'));
+    box.appendChild(row1);
+
+    var vi = el('div', 'vi');
+    var q = el('span', 'vi-quality');
+    q.appendChild(el('span', 'vi-label', 'quality '));
+    Object.keys(SCHEMA.vi_quality).sort().reverse().forEach(function (level) {
+      var b = el('button', d.vi_quality === level ? 'on' : null, level);
+      b.type = 'button'; b.title = level + ': ' + SCHEMA.vi_quality[level] + ' (key ' + level + ')';
+      b.setAttribute('data-quality', level);
+      b.addEventListener('click', function () { setQuality(c, d.vi_quality === level ? '' : level); });
+      q.appendChild(b);
+    });
+    vi.appendChild(q);
+    var issues = el('span', 'vi-issues');
+    issues.appendChild(el('span', 'vi-label', ' issues '));
+    Object.keys(SCHEMA.vi_issues).forEach(function (flag) {
+      var l = el('label', null);
+      l.title = SCHEMA.vi_issues[flag];
+      var cb = el('input'); cb.type = 'checkbox'; cb.setAttribute('data-issue', flag);
+      cb.checked = (d.vi_issues || '').indexOf(flag) >= 0;
+      cb.addEventListener('change', function () {
+        var now = (decisions[key(c)] || {}).vi_issues || '';
+        now = cb.checked ? (now.indexOf(flag) < 0 ? now + flag : now) : now.replace(flag, '');
+        var order = Object.keys(SCHEMA.vi_issues);
+        update(c, { vi_issues: order.filter(function (f) { return now.indexOf(f) >= 0; }).join('') });
+      });
+      l.appendChild(cb); l.appendChild(document.createTextNode(flag));
+      issues.appendChild(l);
+    });
+    vi.appendChild(issues);
+    var zl = el('label', null, ' VI z ');
+    var zIn = el('input', 'vi-z'); zIn.type = 'text'; zIn.size = 9; zIn.value = d.vi_z || '';
+    zIn.placeholder = c.ids.redshift || '';
+    zIn.addEventListener('change', function () {
+      var v = zIn.value.trim();
+      if (v !== '' && !isFinite(Number(v))) { zIn.value = (decisions[key(c)] || {}).vi_z || ''; return; }
+      update(c, { vi_z: v });
+      if (v !== '' && currentPlot) { currentPlot.setZ(Number(v)); }
+    });
+    zl.appendChild(zIn);
+    vi.appendChild(zl);
+    var tl = el('label', null, ' type ');
+    var tSel = el('select', 'vi-spectype');
+    [''].concat(SCHEMA.vi_spectypes).forEach(function (t) { var o = el('option', null, t || '-'); o.value = t; tSel.appendChild(o); });
+    tSel.value = d.vi_spectype || '';
+    tSel.addEventListener('change', function () { update(c, { vi_spectype: tSel.value }); });
+    tl.appendChild(tSel);
+    vi.appendChild(tl);
+    box.appendChild(vi);
+
+    var ta = el('textarea', 'vi-comment');
+    ta.placeholder = 'comment (kept with the decision, saved as you type)';
     ta.value = d.comment || '';
-    ta.addEventListener('change', function () {
-      var cur = decisions[key(c)] || {};
-      cur.comment = ta.value;
-      decisions[key(c)] = cur;
-      saveDecisions();
+    ta.addEventListener('input', function () { update(c, { comment: ta.value }); });
+    var std = el('div', 'vi-std');
+    SCHEMA.vi_comments.forEach(function (text) {
+      var b = el('button', null, text); b.type = 'button';
+      b.addEventListener('click', function () {
+        if (ta.value.indexOf(text) >= 0) { return; }
+        ta.value = ta.value ? ta.value.replace(/\s+$/, '') + '; ' + text : text;
+        update(c, { comment: ta.value });
+      });
+      std.appendChild(b);
     });
+    box.appendChild(std);
     box.appendChild(ta);
+    if (d.reviewed_at) { box.appendChild(el('div', 'saved', 'saved ' + d.reviewed_at + (d.reviewer ? ' by ' + d.reviewer : ''))); }
     return box;
   }
 
+  function setQuality(c, level) {
+    update(c, { vi_quality: level });
+    refreshForm(c);
+  }
+
+  function refreshForm(c) {
+    var old = document.querySelector('#detail .review-form'), full = DETAILS[key(c)];
+    if (old && full && CANDS[state.current] && key(CANDS[state.current]) === key(c)) {
+      old.parentNode.replaceChild(reviewForm(full), old);
+    }
+  }
+
+  var currentPlot = null;
+
+  function spectrumBox(c, wrap, live) {
+    var box = el('div', 'turn spectrum');
+    box.appendChild(el('h3', null, 'spectrum (from ' + (c.ids.path ? c.ids.path.split('/').pop() : 'the file') + ')'));
+    if (!c.spectrum) {
+      box.appendChild(el('em', null, c.spectrum_error || 'no spectrum'));
+      wrap.appendChild(box);
+      return null;
+    }
+    wrap.appendChild(box);
+    var d = decisions[key(c)] || {};
+    var windows = [];
+    c.turns.forEach(function (t) { if (t.zoom) { windows.push({ lo: t.zoom[0], hi: t.zoom[1], label: 'turn ' + (t.turn + 1), turn: t.turn }); } });
+    var zvi = d.vi_z !== undefined && d.vi_z !== '' ? Number(d.vi_z) : NaN;
+    var plot = window.SpecPlot.create(box, c.spectrum, {
+      zRun: c.z === null ? 0 : c.z, z: isFinite(zvi) ? zvi : (c.z === null ? 0 : c.z), frame: 'rest',
+      windows: windows, lines: DATA.lines, groups: DATA.line_groups,
+      onUseZ: !live ? null : function (z) {
+        var zIn = document.querySelector('#detail .vi-z');
+        if (zIn) { zIn.value = String(z); }
+        update(c, { vi_z: String(z) });
+      }
+    });
+    plot.windows = windows;
+    if (live) { currentPlot = plot; }
+    return plot;
+  }
+
   function renderDetail(c, container) {
+    var live = container.id === 'detail';
     var wrap = el('div', 'candidate');
     wrap.setAttribute('data-candidate', c.candidate_id);
     wrap.appendChild(el('h2', null, c.candidate_id + ' / ' + c.task));
-    if (container.id === 'detail') { wrap.appendChild(reviewForm(c)); }
+    if (live) { wrap.appendChild(reviewForm(c)); }
     if (c.review_reasons.length) { wrap.appendChild(el('div', 'reasons', 'in review queue: ' + c.review_reasons.join(', '))); }
     wrap.appendChild(idsList(c));
     if (c.justification) { wrap.appendChild(el('pre', 'text', 'justification: ' + c.justification)); }
-    var first = el('div', 'turn');
-    first.appendChild(el('h3', null, 'full view (what the model saw first)'));
-    if (!addImage(first, c.initial_image, 'full spectrum of ' + c.candidate_id)) { first.appendChild(el('em', null, 'no image recorded')); }
-    wrap.appendChild(first);
+    container.appendChild(wrap);
+    var plot = spectrumBox(c, wrap, live);
+    if (c.initial_image) {
+      var first = el('div', 'turn');
+      first.appendChild(el('h3', null, 'full view (what the model saw first)'));
+      addImage(first, c.initial_image, 'full spectrum of ' + c.candidate_id);
+      wrap.appendChild(first);
+    }
+    var k = 0;
     c.turns.forEach(function (t) {
       var box = el('div', 'turn');
       box.appendChild(el('h3', null, 'assistant turn ' + (t.turn + 1)));
       box.appendChild(el('pre', 'text model-text', t.assistant_text || ''));
       if (t.tool_call) { box.appendChild(el('pre', 'text', 'tool call: ' + t.tool_call)); }
       if (t.zoom) {
-        box.appendChild(el('div', null, 'zoom window ' + t.zoom[0] + ' - ' + t.zoom[1] + ' Å (rest frame' +
-          (c.ids.redshift !== undefined && c.ids.redshift !== null ? ', z = ' + c.ids.redshift : '') + ')'));
+        var line = el('div', 'zoom-line', 'zoom window ' + t.zoom[0] + ' - ' + t.zoom[1] + ' \u00c5 (rest frame' +
+          (c.ids.redshift !== undefined ? ', z = ' + c.ids.redshift : '') + ') ');
+        if (plot) {
+          var b = el('button', 'show-window', 'show on the spectrum');
+          b.type = 'button';
+          b.setAttribute('data-window', String(k));
+          (function (idx) { b.addEventListener('click', function () { plot.showWindow(idx); plot.root.scrollIntoView({ block: 'nearest' }); }); })(k);
+          line.appendChild(b);
+        }
+        box.appendChild(line);
+        k += 1;
       }
       if (t.tool_response_text) { box.appendChild(el('pre', 'text', 'tool: ' + t.tool_response_text)); }
-      addImage(box, t.image, 'zoom ' + (t.zoom ? t.zoom.join('-') : '') + ' of ' + c.candidate_id);
+      if (t.image) { addImage(box, t.image, 'zoom ' + (t.zoom ? t.zoom.join('-') : '') + ' of ' + c.candidate_id); }
+      else if (t.has_image) { box.appendChild(el('div', 'no-image', '(the picture the model saw is not embedded: "show on the spectrum" draws this window from the file)')); }
       wrap.appendChild(box);
     });
-    container.appendChild(wrap);
     return wrap;
   }
 
@@ -259,12 +386,9 @@
   }
 
   function decide(c, name) {
-    var cur = decisions[key(c)] || {};
-    cur.decision = name;
-    decisions[key(c)] = cur;
-    saveDecisions();
+    update(c, { decision: name });
     renderList();
-    if (CANDS[state.current] && key(CANDS[state.current]) === key(c)) { show(state.current); }
+    refreshForm(c);
   }
 
   function csvField(v) {
@@ -272,14 +396,20 @@
     return /[",\r\n]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   }
 
+  function reviewed(d) {
+    return d && (d.decision || d.vi_quality || d.vi_issues || d.vi_z || d.vi_spectype || d.comment);
+  }
+
   function exportCsv() {
     var reviewer = document.getElementById('reviewer').value.trim();
     var lines = [SCHEMA.columns.join(',')];
     CANDS.forEach(function (c) {
       var d = decisions[key(c)];
-      if (!d || !d.decision) { return; }
-      var row = { candidate_id: c.candidate_id, task: c.task, verdict: c.verdict, decision: d.decision,
-        label: labelFromDecision(c.verdict, d.decision), comment: d.comment || '', reviewer: reviewer };
+      if (!reviewed(d)) { return; }
+      var row = { candidate_id: c.candidate_id, task: c.task, verdict: c.verdict, decision: d.decision || '',
+        label: labelFromDecision(c.verdict, d.decision), comment: d.comment || '', reviewer: d.reviewer || reviewer,
+        vi_quality: d.vi_quality || '', vi_issues: d.vi_issues || '', vi_z: d.vi_z || '',
+        vi_spectype: d.vi_spectype || '', run_id: DATA.run_id, reviewed_at: d.reviewed_at || '' };
       lines.push(SCHEMA.columns.map(function (col) { return csvField(row[col]); }).join(','));
     });
     return lines.join('\r\n') + '\r\n';
@@ -308,7 +438,9 @@
     if (ev.key === 'j' || ev.key === 'ArrowDown') { step(1); ev.preventDefault(); return; }
     if (ev.key === 'k' || ev.key === 'ArrowUp') { step(-1); ev.preventDefault(); return; }
     if (!c) { return; }
+    var full = DETAILS[key(c)];
     SCHEMA.decisions.forEach(function (name) { if (ev.key === SCHEMA.decision_keys[name]) { decide(c, name); } });
+    if (full && Object.prototype.hasOwnProperty.call(SCHEMA.vi_quality, ev.key)) { setQuality(full, ev.key); }
   }
 
   function init() {
@@ -341,25 +473,112 @@
       if (pos >= PAGE_SIZE) { state.page = Math.floor(pos / PAGE_SIZE); renderList(); }
       show(start);
     }
+    INIT_MS = Math.round(performance.now());
+    document.body.setAttribute('data-init-ms', String(INIT_MS));
     if (window.location.hash === '#selftest') { selftest(); }
   }
 
-  // Test mode for headless browsers (URL hash #selftest): render every trajectory, exercise a filter and the
-  // export, and write what happened into the DOM, where `chromium --dump-dom` shows it.
+  var INIT_MS = null;
+
+  // Test mode for headless browsers (URL hash #selftest): render every trajectory, exercise a filter, the plot
+  // (wheel zoom, drag zoom, pan, frame switch, z, a zoom window), the decision and VI fields (as a reviewer clicks
+  // them) and the export, and write what happened into the DOM, where `chromium --dump-dom` shows it.
+  function fire(target, type, props) {
+    var ev;
+    if (type === 'wheel') { ev = new WheelEvent('wheel', props); }
+    else if (type.indexOf('mouse') === 0 || type === 'click' || type === 'dblclick') { ev = new MouseEvent(type, props); }
+    else { ev = new Event(type, { bubbles: true }); }
+    target.dispatchEvent(ev);
+  }
+
+  function inkFraction(canvas) {
+    var ctx = canvas.getContext('2d'), img = ctx.getImageData(0, 0, canvas.width, canvas.height).data, ink = 0;
+    for (var i = 0; i < img.length; i += 4) { if (img[i] < 100 && img[i + 1] < 100 && img[i + 2] < 100) { ink += 1; } }
+    return ink / (img.length / 4);
+  }
+
+  function plotTest() {
+    var plot = currentPlot, out = {};
+    if (!plot) { return null; }
+    var v = function () { var x = plot.view(); return [Math.round(x.lo * 100) / 100, Math.round(x.hi * 100) / 100, x.frame, x.z]; };
+    out.initial = v();
+    out.ink = inkFraction(plot.canvas);
+    var rect = plot.canvas.getBoundingClientRect();
+    var cx = rect.left + rect.width / 2, cy = rect.top + rect.height / 2;
+    out.width = rect.width;
+    fire(plot.canvas, 'wheel', { deltaY: -100, clientX: cx, clientY: cy, bubbles: true, cancelable: true });
+    out.after_wheel = v();
+    fire(plot.canvas, 'mousedown', { clientX: rect.left + 100, clientY: cy, button: 0, bubbles: true });
+    fire(plot.canvas, 'mousemove', { clientX: rect.left + 300, clientY: cy, bubbles: true });
+    fire(plot.canvas, 'mouseup', { clientX: rect.left + 300, clientY: cy, button: 0, bubbles: true });
+    out.after_drag = v();
+    fire(plot.canvas, 'mousedown', { clientX: rect.left + 300, clientY: cy, button: 0, shiftKey: true, bubbles: true });
+    fire(plot.canvas, 'mousemove', { clientX: rect.left + 200, clientY: cy, shiftKey: true, bubbles: true });
+    fire(plot.canvas, 'mouseup', { clientX: rect.left + 200, clientY: cy, button: 0, shiftKey: true, bubbles: true });
+    out.after_pan = v();
+    fire(plot.canvas, 'dblclick', { clientX: cx, clientY: cy, bubbles: true });
+    out.after_reset = v();
+    var frame = plot.root.querySelector('.specplot-frame');
+    frame.value = 'obs'; fire(frame, 'change');
+    out.observed = v();
+    frame.value = 'rest'; fire(frame, 'change');
+    var zIn = plot.root.querySelector('.specplot-z');
+    zIn.value = '0.5'; fire(zIn, 'change');
+    out.rest_z05 = v();
+    out.vi_z_before = document.querySelector('#detail .vi-z').value;
+    plot.root.querySelector('.specplot-use-z').click();
+    out.vi_z_after = document.querySelector('#detail .vi-z').value;
+    var lineBox = plot.root.querySelector('input[data-group="helium"]');
+    lineBox.checked = true; fire(lineBox, 'change');
+    var win = document.querySelector('#detail button.show-window');
+    if (win) { win.click(); out.window = v(); }
+    out.windows = plot.windows.map(function (w) { return [w.lo, w.hi]; });
+    out.ink_after = inkFraction(plot.canvas);
+    return out;
+  }
+
+  function formTest(c) {
+    var form = function () { return document.querySelector('#detail .review-form'); };
+    form().querySelector('button[data-decision="agree"]').click();
+    form().querySelector('button[data-quality="3"]').click();
+    var issue = form().querySelector('input[data-issue="S"]');
+    issue.checked = true; fire(issue, 'change');
+    var ta = form().querySelector('textarea.vi-comment');
+    ta.value = 'selftest, "quoted", comma'; fire(ta, 'input');
+    form().querySelector('.vi-std button').click();
+    var stored = JSON.parse(storage().getItem(STORE_KEY) || '{}')[key(c)] || null;
+    return stored;
+  }
+
   function selftest() {
     var out = document.getElementById('selftest');
+    var restored = JSON.parse(JSON.stringify(decisions));
+    var ids = [];
+    var cells = document.querySelectorAll('#list td.cid');
+    for (var i = 0; i < cells.length; i++) { ids.push(cells[i].textContent); }
+    var shownIds = {};
+    var idNodes = document.querySelectorAll('#detail .ids dd');
+    for (var j = 0; j < idNodes.length; j++) { shownIds[idNodes[j].previousSibling.textContent] = idNodes[j].textContent; }
+    // the plot and the form are tried on the first candidate of this file that has a spectrum
+    for (var p = 0; p < CANDS.length; p++) {
+      var full = DETAILS[key(CANDS[p])];
+      if (full && full.spectrum) { if (p !== state.current) { show(p); } break; }
+    }
+    var plot = plotTest();
+    var stored = null;
+    var first = CANDS[state.current];
+    document.getElementById('reviewer').value = 'selftest';
+    if (first && DETAILS[key(first)]) { stored = formTest(DETAILS[key(first)]); }
     var all = el('div');
     all.id = 'selftest-details';
     out.appendChild(all);
-    var imgs = [];
+    var imgs = [], plots = 0;
     DATA.candidates.forEach(function (c) {
       var node = renderDetail(c, all);
       var found = node.querySelectorAll('img');
       for (var i = 0; i < found.length; i++) { imgs.push(found[i]); }
+      plots += node.querySelectorAll('canvas').length;
     });
-    var ids = [];
-    var cells = document.querySelectorAll('#list td.cid');
-    for (var i = 0; i < cells.length; i++) { ids.push(cells[i].textContent); }
     var sel = document.getElementById('f-task');
     var task = sel.options.length > 1 ? sel.options[1].value : '';
     sel.value = task;
@@ -368,19 +587,15 @@
     var expected = CANDS.filter(function (c) { return c.task === task; }).length;
     sel.value = '';
     applyFilters();
-    if (CANDS.length) {
-      decide(CANDS[0], 'agree');
-      decisions[key(CANDS[0])].comment = 'selftest, "quoted", comma';
-      if (CANDS.length > 1) { decide(CANDS[1], 'disagree'); }
-    }
-    document.getElementById('reviewer').value = 'selftest';
+    if (CANDS.length > 1) { decide(CANDS[1], 'disagree'); }
     var csv = exportCsv();
     var loaded = imgs.map(function (img) { return img.decode().then(function () { return img.naturalWidth; }, function () { return 0; }); });
     Promise.all(loaded).then(function (widths) {
       var result = { ids_visible: ids, filter_task: task, filter_shown: shown, filter_expected: expected,
         image_widths: widths, csv: csv, xss: document.body.getAttribute('data-xss'), part: PART,
         parts: PARTS.length, details_here: DATA.candidates.map(function (c) { return c.candidate_id; }),
-        shown: state.current >= 0 ? CANDS[state.current].candidate_id : null,
+        shown: first ? first.candidate_id : null, shown_ids: shownIds, plot: plot, plots: plots,
+        stored: stored, restored: restored, init_ms: INIT_MS,
         elsewhere: CANDS.map(function (c, i) { return DETAILS[key(c)] ? null : elsewhereUrl(i); }) };
       var pre = el('pre', null, JSON.stringify(result));
       pre.id = 'selftest-result';
