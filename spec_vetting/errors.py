@@ -83,6 +83,24 @@ class CandidateListError(SpecVettingError):
         super().__init__(msg)
 
 
+class ImageReadError(SpecVettingError):
+    """A picture a candidate list carries (a SpecVI-Bench row's ``images`` cell) is unreadable or not a PNG."""
+
+    kind = "image_error"
+
+    def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
+        self._init = ((path, reason), {"row": row, "hint": hint})
+        self.path = str(path)
+        self.row = row
+        self.reason = reason
+        self.hint = hint
+        where = self.path if row is None else f"{self.path}, row {row}"
+        msg = f"{where}: {reason}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
 class RenderError(SpecVettingError):
     """A picture could not be drawn (e.g. no point falls inside the requested window)."""
 

@@ -114,6 +114,8 @@ class InspectionResult:
     renderer_version: str | None = None
     redshift_used: float | None = None
     initial_image_png: bytes | None = None
+    #: where the first picture came from: "rendered" (drawn by renderer_version) or the context's given source
+    initial_image_source: str | None = None
     turns: list[Turn] = field(default_factory=list)
     attempts: int = 1  # inspections rerun from the start after an endpoint died count here
     started_at: float | None = None  # unix seconds
@@ -160,6 +162,10 @@ class InspectionContext:
     run_id: str = "adhoc"
     spectrum: Spectrum | None = None  # observed frame, as read
     redshift: float | None = None  # the redshift the zoom tool uses
+    #: the first picture as given (a SpecVI-Bench row's own full view); None: the loop renders the full view
+    initial_image_png: bytes | None = None
+    #: where a given first picture comes from, recorded as the result's initial_image_source (e.g. "specvi")
+    initial_image_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -14,6 +14,7 @@ CASES = [
     errors.UnsupportedFormatError("/data/mrs.fits", "LAMOST MRS is not supported"),
     errors.TargetNotFoundError("/data/coadd.fits", "TARGETID 7 is not in the file", target=7),
     errors.CandidateListError("list.csv", "bad ra", row=12, hint="use degrees"),
+    errors.ImageReadError("test_cv.parquet", "images[0].bytes is not a PNG", row=3, hint="or pass --rerender"),
     errors.EngineError("server said 500", kind="http_500", endpoint="http://127.0.0.1:1/v1"),
     errors.EndpointUnavailableError("gone", endpoint="http://127.0.0.1:2/v1"),
     errors.RenderError("no point in window"),

@@ -77,3 +77,52 @@ def test_plain_parquet_is_not_specvi(tmp_path):
     assert not is_specvi_parquet(tmp_path / "plain.parquet")
     with pytest.raises(CandidateListError, match="missing SpecVI-Bench column"):
         read_specvi_rows(tmp_path / "plain.parquet")
+
+
+# --- the row's own full view (`images`) ------------------------------------------------------------------------
+
+
+def test_image_is_read_per_row_only_when_asked(tmp_path, monkeypatch):
+    from test_eval_support import png
+
+    from spec_vetting.fixtures.specvi import full_view_png
+    from spec_vetting.io import specvi
+
+    rows = _rows()
+    rows[0]["image"] = png(40, 30, (255, 0, 0))
+    path = write_specvi_parquet(tmp_path / "test_cc.parquet", rows)
+    cell = pq.read_table(path, columns=["images"]).column("images").to_pylist()
+    assert cell[0] == [{"bytes": rows[0]["image"], "path": None}]  # the published layout: list of {bytes, path}
+    reads = []
+    monkeypatch.setattr(specvi, "_images_of_group", lambda *a: reads.append(a) or (_ for _ in ()).throw(AssertionError))
+    c1, c2 = load_candidates(path)  # listing reads no picture
+    assert not reads and (c1.image_row, c2.image_row) == (0, 1)
+    monkeypatch.undo()
+    assert c1.load_initial_image() == rows[0]["image"]
+    assert c2.load_initial_image() == full_view_png(rows[1]["wavelength"], rows[1]["flux"], 0.8)  # drawn by default
+
+
+def test_without_images_there_is_nothing_to_show(tmp_path):
+    path = write_specvi_parquet(tmp_path / "t.parquet", _rows(), draw_images=False)
+    assert [c.load_initial_image() for c in load_candidates(path)] == [None, None]  # empty cells: drawn later
+    table = pq.read_table(path).drop_columns(["images"])
+    pq.write_table(table, tmp_path / "no_images.parquet")
+    assert [c.image_row for c in load_candidates(tmp_path / "no_images.parquet")] == [None, None]
+
+
+def test_a_picture_that_is_not_a_png_names_file_and_row(tmp_path):
+    from spec_vetting.errors import ImageReadError
+    from spec_vetting.io.specvi import read_specvi_image
+
+    rows = _rows()
+    rows[1]["image"] = b"GIF89a not a png"
+    path = write_specvi_parquet(tmp_path / "bad.parquet", rows)
+    with pytest.raises(ImageReadError, match=r"bad\.parquet, row 2: images\[0\]\.bytes is not a PNG") as err:
+        load_candidates(path)[1].load_initial_image()
+    assert err.value.kind == "image_error"
+    rows[1]["image"] = rows[0].get("image") or b"\x89PNG\r\n\x1a\n" + b"\0" * 20  # signature, then garbage
+    write_specvi_parquet(tmp_path / "bad.parquet", rows)
+    with pytest.raises(ImageReadError, match="row 2: images.0..bytes is a damaged PNG"):
+        read_specvi_image(tmp_path / "bad.parquet", 1)
+    with pytest.raises(ImageReadError, match="row 9: cannot read the images cell"):
+        read_specvi_image(tmp_path / "bad.parquet", 8)

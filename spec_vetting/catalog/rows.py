@@ -96,6 +96,7 @@ def verdict_row(
         "model": result.model,
         "prompt_version": result.prompt_version,
         "renderer_version": result.renderer_version,
+        "initial_image_source": result.initial_image_source,
         "path": getattr(candidate, "path", None),
         "target": None if target is None else str(target),
         "redshift": _float_or_none(result.redshift_used if result.redshift_used is not None else redshift),

@@ -77,6 +77,9 @@ VERDICTS_SCHEMA = _schema(
         _f("model", pa.string(), "Served model id or local model folder; null for the rules engine"),
         _f("prompt_version", pa.string(), "Version id of the task prompt"),
         _f("renderer_version", pa.string(), "Version id of the spectrum renderer (the pictures the model saw)"),
+        _f("initial_image_source", pa.string(),
+           "Where the first picture (the full view, turns row -1) came from: specvi (the SpecVI-Bench row's own "
+           "images cell, as in training) or rendered (drawn by renderer_version); null when none was shown"),
         _f("survey", pa.string(), "lamost, sdss or desi (null when the spectrum could not be read)"),
         _f("variant", pa.string(), "File layout variant, e.g. lamost-lrs-image, sdss-spec-lite, desi-coadd"),
         _f("path", pa.string(), "Spectrum file, absolute (relative list entries resolve against the list's folder)"),

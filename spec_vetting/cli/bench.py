@@ -9,6 +9,7 @@ pipeline (``spec_vetting.pipeline.run_job``) writes a normal catalog under ``--o
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -31,10 +32,17 @@ def bench():
 @click.option("--pattern", default="*.parquet", show_default=True, help="which files of FOLDER (e.g. 'test_*.parquet')")
 @click.option("--workers", type=int, help="Dask workers (default: the pipeline's)")
 @click.option("--in-process", is_flag=True, help="run shards in threads of this process (no worker processes)")
+@click.option("--rerender", is_flag=True,
+              help="draw each row's first picture with this project's renderer instead of showing the row's own "
+                   "full view (`images`, the picture the model saw in training); to compare the two")
 @click.option("--json", "as_json", is_flag=True, help="print the evaluation as JSON")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), help="write evaluation plots here")
-def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_process, as_json, plots_dir):
-    """Vet every row of the SpecVI-Bench files in FOLDER and print accuracy / F1 per task and macro-F1."""
+def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_process, rerender, as_json, plots_dir):
+    """Vet every row of the SpecVI-Bench files in FOLDER and print accuracy / F1 per task and macro-F1.
+
+    The first picture of each inspection is the row's own full view (`images`), as in training; --rerender draws it
+    instead. The catalog's initial_image_source column says which each verdict was shown.
+    """
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
     from ..evaluate import evaluate, format_text, write_plots
@@ -47,6 +55,7 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
         "candidates": [str(p) for p in files],
         "out": str(out_dir),
         "engine": {"name": engine, "endpoints": list(endpoints), **({"model": model} if model else {})},
+        "specvi_rerender": rerender,
         "cluster": {"dashboard": False, **({"workers": workers} if workers else {}),
                     **({"processes": False} if in_process else {})},
     }
@@ -60,10 +69,13 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
     attach_labels(data.verdicts)
     ev = evaluate(data.verdicts, run_id=data.run_id)
     written = write_plots(ev, plots_dir) if plots_dir else []
+    pictures = dict(sorted(Counter(r.get("initial_image_source") or "none" for r in data.verdicts).items()))
     if as_json:
         out = ev.to_json()
-        out.update(root=str(out_dir), files=[str(p) for p in files], plots=[str(p) for p in written])
+        out.update(root=str(out_dir), files=[str(p) for p in files], plots=[str(p) for p in written],
+                   first_pictures=pictures)
         click.echo(json.dumps(out, indent=2))
     else:
-        click.echo(f"{len(files)} SpecVI-Bench file(s), catalog {out_dir}")
+        click.echo(f"{len(files)} SpecVI-Bench file(s), catalog {out_dir}; first pictures: "
+                   + ", ".join(f"{k} {n}" for k, n in pictures.items()))
         click.echo(format_text(ev))

@@ -66,6 +66,8 @@ JOB_OPTIONS = [
     _job_option("run_id", "--run-id", help="Run id (default: time + hash); an unfinished run with this id is resumed."),
     _job_option("run_date", "--run-date", help="Partition date YYYY-MM-DD (default: today)."),
     _job_option("title", "--title", help="Plot title of the pictures ('Spectrum', as in training)."),
+    _job_option("specvi_rerender", "--specvi-rerender/--no-specvi-rerender",
+                help="SpecVI-Bench rows: draw the first picture instead of showing the row's own `images`."),
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),

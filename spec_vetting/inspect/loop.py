@@ -288,13 +288,15 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
                            f"candidate {ctx.candidate_id}: no spectrum was given to inspect (read it first)"))
     try:
         zoom = ZoomTool(ctx.spectrum.wavelength, ctx.spectrum.flux, ctx.redshift, title, renderer=renderer)
-        full_png = await zoom.afull_view()
+        # a picture given with the candidate (SpecVI-Bench's own full view) is shown as is; zooms are drawn
+        full_png = ctx.initial_image_png or await zoom.afull_view()
     except SpecVettingError as exc:
         return done(_error(result, exc.kind, f"candidate {ctx.candidate_id}: full view failed: {exc}"))
     except Exception as exc:
         return done(_error(result, "render_error",
                            f"candidate {ctx.candidate_id}: full view failed: {type(exc).__name__}: {exc}"))
     result.initial_image_png = full_png
+    result.initial_image_source = (ctx.initial_image_source or "given") if ctx.initial_image_png else "rendered"
 
     while True:
         result.attempts += 1

@@ -87,8 +87,22 @@ class Candidate(BaseModel):
     dec: float | None = None
     inline: InlineSpectrum | None = None
     prompt: str | None = None  # SpecVI's exact task text (the user text after the image), when the list has one
+    #: data row (0-based) of the SpecVI-Bench file at ``path`` whose ``images`` cell holds the full view the model
+    #: saw in training; read only when the inspection runs (:meth:`load_initial_image`)
+    image_row: int | None = None
     redrock: str | None = None
     source: str | None = None
+
+    def load_initial_image(self) -> bytes | None:
+        """The list's own full-view PNG for this candidate (a SpecVI-Bench row's ``images``), None when it has none.
+
+        A cell that is not a readable PNG raises :class:`~spec_vetting.errors.ImageReadError` naming file and row.
+        """
+        if self.image_row is None or not self.path:
+            return None
+        from .specvi import read_specvi_image
+
+        return read_specvi_image(self.path, self.image_row)
 
     def load_spectrum(self) -> Spectrum:
         """Read this candidate's spectrum; every failure is a :class:`SpectrumReadError` naming file and target."""
@@ -457,10 +471,11 @@ def _directory_files(root: Path) -> list[Path]:
 
 
 def _specvi_candidates(path: Path) -> list[Candidate]:
-    from .specvi import read_specvi_rows
+    from .specvi import has_specvi_images, read_specvi_rows
 
     cands = []
     rows = read_specvi_rows(path)
+    with_images = has_specvi_images(path)
     for r in rows:
         if r.wavelength is None or r.flux is None:
             raise CandidateListError(
@@ -481,6 +496,7 @@ def _specvi_candidates(path: Path) -> list[Candidate]:
                 label=r.label,
                 inline=InlineSpectrum(wavelength=r.wavelength, flux=r.flux, redshift=r.redshift, name=r.name),
                 prompt=r.prompt_text,
+                image_row=r.row if with_images else None,
                 source=f"{path} (parquet row {r.row + 1})",
             )
         )

@@ -8,7 +8,11 @@ One row per spectrum and task (``SPEC_O3_PROTOCOL.md`` section 7):
 - ``extra_info``: ``index``, ``name`` (the LAMOST file name) and
   ``tools_kwargs.spectral_visualization_tool.create_kwargs`` = {``wavelength``, ``flux``, ``redshift`` (may be null:
   treat as 0)},
-- ``images`` (the full-spectrum image; never read here: we render our own) and ``agent_name``.
+- ``images`` (the full-spectrum image the model saw first in training: a list of ``{bytes, path}`` structs, the
+  PNG in ``bytes``) and ``agent_name``.
+
+:func:`read_specvi_rows` never reads ``images`` (1 500 PNGs per file): :func:`read_specvi_image` reads one row's
+picture when its inspection runs, one row group at a time, kept for the next rows of that group.
 
 Reading goes through Arrow's nested arrays so a 1 500-row file with 3 909-value arrays per row does not become
 millions of Python floats. ``extra_info`` stored as JSON text (as some exports do) is accepted too. Test and example
@@ -18,19 +22,26 @@ files in this layout are written by :mod:`spec_vetting.fixtures.specvi`.
 from __future__ import annotations
 
 import json
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import CandidateListError
+from ..errors import CandidateListError, ImageReadError
 from ..labels import LABEL_HINT, LabelValueError, parse_label
 from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
+#: the column holding each row's full-view picture
+SPECVI_IMAGE_COLUMN = "images"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 @dataclass
 class SpecVIRow:
@@ -193,3 +204,104 @@ def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
             )
         )
     return rows
+
+
+# --- the full-view picture of one row ------------------------------------------------------------------------------
+
+#: (path, size, mtime_ns, row group) -> that group's ``images`` column (Arrow keeps the bytes in one buffer; a
+#: 1 500-row group of ~60 kB pictures is ~90 MB, read once, about 2 s, then ~1.5 ms a row)
+_GROUPS: OrderedDict[tuple, Any] = OrderedDict()
+_GROUPS_LOCK = threading.Lock()
+_GROUPS_KEPT = 2  # a worker runs two shards at once; each walks consecutive rows of one file
+
+
+def _images_of_group(path: Path, row: int):
+    """(the ``images`` array of the row group holding ``row``, row's position in it); None when no such column."""
+    import pyarrow.parquet as pq
+
+    st = os.stat(path)
+    meta = pq.read_metadata(path)
+    if SPECVI_IMAGE_COLUMN not in meta.schema.to_arrow_schema().names:
+        return None, 0
+    start = 0
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if row < start + n:
+            break
+        start += n
+    else:
+        raise IndexError(f"row {row + 1} is past the end of the file ({start} rows)")
+    key = (str(path), st.st_size, st.st_mtime_ns, g)
+    with _GROUPS_LOCK:  # one read per group even when several inspections of it start at once
+        if key not in _GROUPS:
+            table = pq.ParquetFile(path).read_row_group(g, columns=[SPECVI_IMAGE_COLUMN])
+            _GROUPS[key] = table.column(0).combine_chunks()
+            while len(_GROUPS) > _GROUPS_KEPT:
+                _GROUPS.popitem(last=False)
+        _GROUPS.move_to_end(key)
+        return _GROUPS[key], row - start
+
+
+def _first_image(cell: Any) -> tuple[bytes | None, str | None]:
+    """(PNG bytes, path) of an ``images`` cell: a list of ``{bytes, path}`` (the published layout), one such
+    struct, a list of bytes or bytes; (None, None) when the cell holds no picture."""
+    if isinstance(cell, (list, tuple)):
+        if not cell:
+            return None, None
+        cell = cell[0]
+    if isinstance(cell, Mapping):
+        return cell.get("bytes"), cell.get("path")
+    if cell is None or isinstance(cell, (bytes, bytearray, memoryview)):
+        return (None if cell is None else bytes(cell)), None
+    raise TypeError(f"an images cell holds {type(cell).__name__}, expected a list of {{bytes, path}}")
+
+
+def check_png(data: bytes) -> str | None:
+    """None when ``data`` is a whole, readable PNG; else what is wrong with it."""
+    if not data.startswith(PNG_SIGNATURE):
+        return f"not a PNG (it starts with {bytes(data[:8])!r}, a PNG with {PNG_SIGNATURE!r})"
+    from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib
+
+    try:
+        with Image.open(BytesIO(data)) as im:
+            im.verify()  # chunk CRCs and structure, without decoding the pixels
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
+        return f"a damaged PNG ({type(exc).__name__}: {exc})"
+    return None
+
+
+def read_specvi_image(path: str | Path, row: int) -> bytes | None:
+    """The PNG bytes of data row ``row`` (0-based) of a SpecVI-Bench file: the first picture of its ``images`` cell.
+
+    None when the file has no ``images`` column or the cell holds no picture. Bytes that are not a readable PNG, a
+    picture given only by a path, or a row past the end raise :class:`ImageReadError` naming the file and the row
+    (1-based, as in every message about a candidate list).
+    """
+    path = Path(path)
+    try:
+        arr, k = _images_of_group(path, row)
+        if arr is None:
+            return None
+        data, where = _first_image(arr[k].as_py())
+    except Exception as exc:  # unreadable file, a row past the end, a cell of another shape
+        raise ImageReadError(path, f"cannot read the images cell ({type(exc).__name__}: {exc})", row=row + 1) from exc
+    if data is None:
+        if where:
+            raise ImageReadError(path, f"images[0] gives only a path ({where!r}), no PNG bytes", row=row + 1,
+                                 hint="SpecVI-Bench rows carry the picture inline; or pass --rerender to draw it")
+        return None
+    problem = check_png(data)
+    if problem:
+        raise ImageReadError(path, f"images[0].bytes is {problem}", row=row + 1,
+                             hint="fix the file, or pass --rerender (specvi_rerender: true) to draw the full view")
+    return data
+
+
+def has_specvi_images(path: str | Path) -> bool:
+    """True when a parquet file has an ``images`` column (reads the schema only)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return SPECVI_IMAGE_COLUMN in pq.read_schema(path).names
+    except Exception:
+        return False

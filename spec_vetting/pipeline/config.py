@@ -192,6 +192,12 @@ class JobConfig(_Strict):
     )
     run_date: dt.date | None = Field(None, description="partition date of the run (default: today, local time)")
     title: str = Field("Spectrum", description="plot title of the pictures (the trained setup uses 'Spectrum')")
+    specvi_rerender: bool = Field(
+        False,
+        description="SpecVI-Bench rows: draw the first picture with this project's renderer instead of showing the "
+        "row's own full view (`images`, the picture the model saw in training); verdicts record which in "
+        "initial_image_source",
+    )
     incremental: bool = Field(
         False,
         description="skip candidate-task pairs already vetted (verdict not ERROR) in earlier runs under out "

@@ -68,6 +68,14 @@ def job_engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, An
     return engine_options(job.engine.resolved_name, job.engine.settings(inflight_per_engine))
 
 
+def first_pictures(items, rerender: bool) -> dict[str, int]:
+    """How many pairs are planned to be shown their list's own full view first (``specvi_planned``: SpecVI-Bench
+    rows with an ``images`` column) and how many a drawn one (``rendered_planned``). Planned: a row whose cell turns
+    out empty is drawn, a broken one is an ERROR row; each verdict's initial_image_source says what happened."""
+    own = 0 if rerender else sum(getattr(i.candidate, "image_row", None) is not None for i in items)
+    return {"specvi_planned": own, "rendered_planned": len(items) - own}
+
+
 #: task sources whose prompt text is the one the published model was trained on
 TRAINING_PROMPT_SOURCES = ("specvi",)
 
@@ -311,6 +319,9 @@ def run_job(
             "incremental": job.incremental,
             "prompts": sorted({(i.task, task_for(i, job.tasks_file, task_cache).version) for i in plan.items}),
         }
+        images = first_pictures(plan.items, job.specvi_rerender)
+        if any(getattr(i.candidate, "image_row", None) is not None for i in plan.items):
+            settings["specvi_rerender"] = job.specvi_rerender  # only here: other runs keep the digest they had
         digest = plan_digest(plan.items, settings)
         run_id, run_date, previous = choose_run(root, job, digest, fresh)
         store = RunStore(root, run_id, run_date)
@@ -354,6 +365,7 @@ def run_job(
         )
         # where the prompt texts came from: builtin = written by this project, not what the model was trained on
         manifest["prompt_sources"], manifest["prompt_warning"] = sources, warning
+        manifest["first_pictures"] = images  # SpecVI-Bench's own full views or drawn ones (initial_image_source)
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         verb = "RESUME" if previous else "START"
@@ -482,6 +494,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 read_timeout_s=job.budgets.read_timeout_s,
                 max_endpoint_retries=job.budgets.max_endpoint_retries,
                 title=job.title,
+                specvi_rerender=job.specvi_rerender,
                 tasks_file=job.tasks_file,
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,

@@ -51,6 +51,7 @@ class ShardSpec:
     tasks_file: str | None = None
     concurrency: int = 8
     self_consistency_k: int = 1
+    specvi_rerender: bool = False  # draw SpecVI-Bench rows' first picture instead of showing their own `images`
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -72,6 +73,12 @@ def task_for(item: WorkItem, tasks_file: str | None, cache: dict):
             task = task.with_prompt(prompt)  # SpecVI-Bench rows carry their exact training prompt
         cache[key] = task
     return cache[key]
+
+
+def _initial_image(candidate) -> bytes | None:
+    """The candidate list's own first picture (a SpecVI-Bench row's full view), None when it carries none."""
+    load = getattr(candidate, "load_initial_image", None)
+    return load() if load is not None else None
 
 
 def _redshift_of(spectrum, candidate) -> float | None:
@@ -165,6 +172,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                 started = time.time()
                 try:
                     spectrum = await load(cand)
+                    image = None if spec.specvi_rerender else await asyncio.to_thread(_initial_image, cand)
                 except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
                     result = error_result(
                         cid, item.task, getattr(exc, "kind", None) or "read_error", _message(exc, cand),
@@ -179,6 +187,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                     z = _redshift_of(spectrum, cand)
                     ctx = InspectionContext(
                         candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
+                        initial_image_png=image, initial_image_source="specvi" if image else None,
                         extra={"shard_id": spec.shard_id},
                     )
                     result = await _inspect(spec, engine, task, ctx)
