@@ -11,6 +11,7 @@ from spec_vetting import errors
 
 CASES = [
     errors.SpectrumReadError("/data/a.fits", "no HDU 1", target=39627866878511337, hint="check the file"),
+    errors.ReadTimeoutError("/mnt/stale/a.fits", "no answer after 120 s", hint="check the mount"),
     errors.UnsupportedFormatError("/data/mrs.fits", "LAMOST MRS is not supported"),
     errors.TargetNotFoundError("/data/coadd.fits", "TARGETID 7 is not in the file", target=7),
     errors.CandidateListError("list.csv", "bad ra", row=12, hint="use degrees"),
