@@ -174,8 +174,19 @@ def test_memory_and_caches_stay_flat_over_many_renders():
     assert all(len(fig.canvas._renderers) <= fast._RENDERERS_PER_CANVAS for fig in fast._FIGURES.values())
 
 
-def test_renderer_version_names_the_matplotlib_series():
+def test_renderer_version_names_the_matplotlib_release():
     import matplotlib
 
-    assert RENDERER_VERSION.startswith("spec-o3-mpl")
-    assert matplotlib.__version__.startswith("3.11."), "the references were made with matplotlib 3.11.2"
+    # the training environment's pin (Maxwell-Jia/spec-o3 reinforcement_learning/requirements_spec_o3.txt)
+    assert matplotlib.__version__ == "3.10.5", "the trained pictures were made with matplotlib 3.10.5"
+    assert RENDERER_VERSION.startswith("spec-o3-mpl3.10.5-")
+
+
+def test_another_matplotlib_release_is_refused_with_what_to_install():
+    from spec_vetting.render import check_matplotlib_version
+
+    check_matplotlib_version("3.10.5")
+    for other in ("3.11.2", "3.10.6", "3.10.5.post1"):
+        expected = r"needs matplotlib 3\.10\.5 exactly.*pip install 'matplotlib==3\.10\.5'"
+        with pytest.raises(ImportError, match=expected):
+            check_matplotlib_version(other)
