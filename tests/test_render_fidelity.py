@@ -99,3 +99,24 @@ def test_title_is_drawn(cases):
     wavelength, flux = arrays[case["spectrum"]]
     png = render_spectrum(wavelength, flux, None, "Spectrum")
     assert _mad(_rgb(io.BytesIO(png)), _rgb(renders / case["image"])) > 0.05
+
+
+def test_size_classes_list_the_typical_reference_sizes(cases):
+    """The token table's typical pixel size of each figure size is the commonest size among the references."""
+    from collections import Counter
+
+    from spec_vetting.render import SIZE_CLASSES
+    from spec_vetting.render.layout import plan
+
+    _, index, arrays = cases
+    sizes: dict[tuple, Counter] = {}
+    for case in index:
+        figsize = plan(*arrays[case["spectrum"]], case["range"]).figsize
+        sizes.setdefault((round(figsize[0], 6), round(figsize[1], 6)), Counter())[tuple(case["size"])] += 1
+    checked = 0
+    for sc in SIZE_CLASSES:
+        found = sizes.get((round(sc.figsize[0], 6), round(sc.figsize[1], 6)))
+        if found:
+            assert sc.typical_px == found.most_common(1)[0][0], (sc, found)
+            checked += 1
+    assert checked >= 7
