@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.render.baseline import render_baseline  # noqa: E402
 from spec_vetting.render import SIZE_CLASSES, image_tokens, render_spectrum  # noqa: E402
 
-REFERENCE = REPO.parent / "shared" / "reference" / "renders"
+REFERENCE = REPO.parent / "shared" / "reference" / "renders_mpl3105"
 WINDOWS = {"full": None, "10 Å": (6558.0, 6568.0), "100 Å": (6513.0, 6613.0), "1000 Å": (6063.0, 7063.0)}
 
 

@@ -124,3 +124,30 @@ def test_crowded_ticks_of_a_one_point_window_match_matplotlib(baseline, monkeypa
     w, f = _spectrum(seed=2)
     render_spectrum(w, f, (6500, 6620))
     assert crowded and not any(crowded), "ordinary views must use the batched path"
+
+
+def test_tick_memo_reuses_ticks_only_for_the_same_tick_space():
+    """Ticks are reused across axes sizes only when the locators would see the same tick space."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import AutoLocator, MultipleLocator
+
+    def figure(memoised: bool):
+        fig = Figure(figsize=(3.0, 1.2), dpi=80)
+        ax = fig.add_subplot()
+        ax.plot([0.0, 1.0], [0.0, 7.3])
+        if memoised:
+            batched_axis.memoise_ticks(ax.yaxis)
+        return fig, ax
+
+    (fig_a, ax_a), (fig_b, ax_b) = figure(True), figure(False)
+    spaces = set()
+    for height in (1.2, 1.25, 1.6, 3.0, 1.6, 1.2):  # tiny axes: the y tick space (and bin count) changes
+        for fig in (fig_a, fig_b):
+            fig.set_size_inches(3.0, height)
+        spaces.add(batched_axis._tick_space_used(ax_a.yaxis.get_major_locator(), ax_a.yaxis))
+        got = [(t.get_loc(), t.label1.get_text()) for t in ax_a.yaxis._update_ticks()]
+        want = [(t.get_loc(), t.label1.get_text()) for t in ax_b.yaxis._update_ticks()]
+        assert got == want, height
+    assert len(spaces) >= 3
+    assert batched_axis._tick_space_used(MultipleLocator(5.0), ax_a.xaxis) is None
+    assert batched_axis._tick_space_used(AutoLocator(), ax_a.yaxis)[0] == "bins"

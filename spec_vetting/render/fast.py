@@ -48,7 +48,7 @@ from matplotlib import _tight_bbox  # private, but it is exactly what savefig us
 from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 
 from . import style
-from .png import encode_png
+from .png import encode_rows, png_rows
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
 from .text_renderer import TextCachingRendererAgg, cache_text_layout
 from .layout import PlotLayout
@@ -195,5 +195,6 @@ def render_png(lay: PlotLayout) -> bytes:
     with _LOCK:
         figure = _figure_for(lay.figsize)
         figure.update(lay)
-        rgba = figure.draw_rgba().copy()  # the renderer's buffer is overwritten by the next picture
-    return encode_png(rgba)
+        # the scanlines are a copy: the renderer's buffer is overwritten by the next picture
+        rows, colour_type = png_rows(figure.draw_rgba())
+    return encode_rows(rows, colour_type)
