@@ -41,7 +41,8 @@ from .tokens import SIZE_CLASSES, image_tokens, smart_resize
 #: bump when the pixels change on purpose (style, layout or matplotlib release) or may change (drawing method);
 #: "spec-o3-mpl3.10.5" names the trained style and the matplotlib release that reproduces it. r3: ported from
 #: matplotlib 3.11.2 to 3.10.5, the release the model was trained with (text layout moves by a pixel between them;
-#: pixel-identical to the upstream routine's renders under 3.10.5 on every reference case)
+#: pixel-identical to the upstream routine's renders under 3.10.5 on every reference case); the stats-box corner
+#: counts points on a middle line on both sides, as the trained routine does
 RENDERER_VERSION = "spec-o3-mpl3.10.5-r3"
 
 __all__ = [

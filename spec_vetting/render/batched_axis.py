@@ -7,7 +7,9 @@ Instance-level replacements on our own figure (matplotlib's classes are left alo
 what is drawn:
 
 * :func:`memoise_ticks` - an axis's ticks, tick label boxes, label placement and box answer from a memo while
-  nothing they depend on changed (view interval, axes size and position, locators, dpi, renderer);
+  nothing they depend on changed (view interval, axes size and position, locators, dpi, renderer); the ticks
+  also survive a change of axes size that leaves the locators' tick space the same (the tight-layout pass and
+  the tight-bbox pass then share them);
 * :func:`memoise_spine_extent`, :func:`memoise_title_position` - the same for spine extents and the title;
 * :func:`batch_tick_drawing` - the axis draws all grid lines of one kind as one path and all tick marks of one kind
   as one marker call (same style, transform and clip as the per-tick artists), then the labels as before.
