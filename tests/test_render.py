@@ -116,6 +116,15 @@ def test_stats_box_goes_to_the_emptiest_corner_with_trained_tie_order():
     assert emptiest_corner(w, np.array([0.0, 1.0, 1.0, 1.0])) == "bottom-right"
 
 
+def test_points_on_a_middle_line_count_on_both_sides():
+    # the upstream routine counts with <= and >=: the point at the middle wavelength (2, 1) is in both top corners,
+    # so TL 2, TR 2, BL 1, BR 1 and bottom-left wins (counting it on one side only would give top-left)
+    w = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    assert emptiest_corner(w, np.array([0.0, 1.0, 1.0, 1.0, 0.0])) == "bottom-left"
+    # a single point sits on both middle lines: all four corners hold it, the first in the tie order wins
+    assert emptiest_corner(np.array([5.0]), np.array([3.0])) == "top-left"
+
+
 def test_stats_text():
     lay = plan(np.array([4000.0, 5000.04, 4500.0]), np.array([2.0, 1234.5, 0.5]))
     assert lay.stats_text == "Data points: 3\nλ range: 4000.0 - 5000.0 Å\nFlux range: 5.00e-01 - 1.23e+03"
@@ -174,8 +183,19 @@ def test_memory_and_caches_stay_flat_over_many_renders():
     assert all(len(fig.canvas._renderers) <= fast._RENDERERS_PER_CANVAS for fig in fast._FIGURES.values())
 
 
-def test_renderer_version_names_the_matplotlib_series():
+def test_renderer_version_names_the_matplotlib_release():
     import matplotlib
 
-    assert RENDERER_VERSION.startswith("spec-o3-mpl")
-    assert matplotlib.__version__.startswith("3.11."), "the references were made with matplotlib 3.11.2"
+    # the training environment's pin (Maxwell-Jia/spec-o3 reinforcement_learning/requirements_spec_o3.txt)
+    assert matplotlib.__version__ == "3.10.5", "the trained pictures were made with matplotlib 3.10.5"
+    assert RENDERER_VERSION.startswith("spec-o3-mpl3.10.5-")
+
+
+def test_another_matplotlib_release_is_refused_with_what_to_install():
+    from spec_vetting.render import check_matplotlib_version
+
+    check_matplotlib_version("3.10.5")
+    for other in ("3.11.2", "3.10.6", "3.10.5.post1"):
+        expected = r"needs matplotlib 3\.10\.5 exactly.*pip install 'matplotlib==3\.10\.5'"
+        with pytest.raises(ImportError, match=expected):
+            check_matplotlib_version(other)

@@ -53,28 +53,41 @@ def test_png_writer_round_trips_opaque_and_translucent_buffers():
 
 
 @pytest.mark.parametrize("angle", [0.0, 90.0])
-def test_cached_text_rendering_is_pixel_identical_at_every_subpixel_offset(angle):
+def test_cached_text_rendering_is_pixel_identical_at_many_subpixel_offsets(angle):
     prop = FontProperties(size=10)
     plain, cached = RendererAgg(120, 60, 80), TextCachingRendererAgg(120, 60, 80)
     for renderer in (plain, cached):
         gc = renderer.new_gc()
-        # the same strings at many fractional positions: cache hits must land exactly where FreeType would draw
+        # the same string at many fractional positions: cache hits must land exactly where matplotlib pastes it
         for i, x in enumerate(np.linspace(5.0, 60.0, 23)):
             renderer.draw_text(gc, x, 20.0 + (i % 5) * 7.31, "6550.25 Flux", prop, angle)
         gc.restore()
     assert np.array_equal(np.asarray(plain.buffer_rgba()), np.asarray(cached.buffer_rgba()))
 
 
+def test_cached_text_extents_equal_matplotlibs():
+    plain, cached = RendererAgg(120, 60, 80), TextCachingRendererAgg(120, 60, 80)
+    for size, text in ((10, "6550.25"), (12, "Wavelength (Å)"), (9, "λ range: 3700.0 - 9100.0 Å"), (14, "")):
+        prop = FontProperties(size=size, weight="bold" if size > 10 else "normal")
+        for _ in range(2):  # computed, then from the cache
+            assert cached.get_text_width_height_descent(text, prop, False) == plain.get_text_width_height_descent(
+                text, prop, False
+            )
+
+
 def test_text_caches_stay_bounded(monkeypatch):
-    monkeypatch.setattr(text_renderer._GLYPHS, "maxsize", 50)
+    monkeypatch.setattr(text_renderer._BITMAPS, "maxsize", 50)
+    monkeypatch.setattr(text_renderer._EXTENTS, "maxsize", 50)
     renderer = TextCachingRendererAgg(200, 50, 80)
     gc = renderer.new_gc()
-    for x in np.linspace(0.0, 1.0, 40):
-        renderer.draw_text(gc, 10.0 + x, 20.0, "0123456789", FontProperties(size=10), 0.0)
+    prop = FontProperties(size=10)
+    for i in range(120):
+        renderer.draw_text(gc, 10.0, 20.0, f"{i:04d}", prop, 0.0)
+        renderer.get_text_width_height_descent(f"{i:04d}", prop, False)
     gc.restore()
     sizes = text_renderer.cache_sizes()
-    assert sizes["glyphs"] <= 50
-    assert sizes["layouts"] <= text_renderer.LAYOUT_CACHE_SIZE
+    assert sizes["bitmaps"] <= 50
+    assert sizes["extents"] <= 50
     assert sizes["text_layouts"] <= text_renderer.LAYOUT_CACHE_SIZE
 
 
@@ -111,3 +124,30 @@ def test_crowded_ticks_of_a_one_point_window_match_matplotlib(baseline, monkeypa
     w, f = _spectrum(seed=2)
     render_spectrum(w, f, (6500, 6620))
     assert crowded and not any(crowded), "ordinary views must use the batched path"
+
+
+def test_tick_memo_reuses_ticks_only_for_the_same_tick_space():
+    """Ticks are reused across axes sizes only when the locators would see the same tick space."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import AutoLocator, MultipleLocator
+
+    def figure(memoised: bool):
+        fig = Figure(figsize=(3.0, 1.2), dpi=80)
+        ax = fig.add_subplot()
+        ax.plot([0.0, 1.0], [0.0, 7.3])
+        if memoised:
+            batched_axis.memoise_ticks(ax.yaxis)
+        return fig, ax
+
+    (fig_a, ax_a), (fig_b, ax_b) = figure(True), figure(False)
+    spaces = set()
+    for height in (1.2, 1.25, 1.6, 3.0, 1.6, 1.2):  # tiny axes: the y tick space (and bin count) changes
+        for fig in (fig_a, fig_b):
+            fig.set_size_inches(3.0, height)
+        spaces.add(batched_axis._tick_space_used(ax_a.yaxis.get_major_locator(), ax_a.yaxis))
+        got = [(t.get_loc(), t.label1.get_text()) for t in ax_a.yaxis._update_ticks()]
+        want = [(t.get_loc(), t.label1.get_text()) for t in ax_b.yaxis._update_ticks()]
+        assert got == want, height
+    assert len(spaces) >= 3
+    assert batched_axis._tick_space_used(MultipleLocator(5.0), ax_a.xaxis) is None
+    assert batched_axis._tick_space_used(AutoLocator(), ax_a.yaxis)[0] == "bins"

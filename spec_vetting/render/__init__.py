@@ -11,6 +11,26 @@ Thread safety and use from asyncio or worker processes: see :mod:`spec_vetting.r
 
 from __future__ import annotations
 
+import matplotlib
+
+#: the matplotlib release Spec-o3's training environment pinned (its RL requirements file): the trained pictures
+#: are that release's text layout, and the fast renderer replaces some of its internals, so no other is accepted
+REQUIRED_MATPLOTLIB = "3.10.5"
+
+
+def check_matplotlib_version(found: str = matplotlib.__version__) -> None:
+    """Raise ImportError, saying what to install, unless ``found`` is :data:`REQUIRED_MATPLOTLIB`."""
+    if found != REQUIRED_MATPLOTLIB:
+        raise ImportError(
+            f"spec_vetting.render needs matplotlib {REQUIRED_MATPLOTLIB} exactly (the version Spec-o3 was trained "
+            f"with; other releases lay text out differently and the fast renderer relies on its internals), but "
+            f"matplotlib {found} is installed. Install the pinned version: "
+            f"pip install 'matplotlib=={REQUIRED_MATPLOTLIB}'"
+        )
+
+
+check_matplotlib_version()
+
 # The fast renderer draws on FigureCanvasAgg directly and never touches pyplot, so importing this package does not
 # switch the user's matplotlib backend.
 from . import style
@@ -18,13 +38,22 @@ from .fast import render_png
 from .layout import plan
 from .tokens import SIZE_CLASSES, image_tokens, smart_resize
 
-#: bump when the pixels change on purpose (style, layout or matplotlib range) or may change (drawing method);
-#: "spec-o3-mpl3.11" names the trained style and the matplotlib series that reproduces it. r2: batched tick
-#: drawing, cached text rendering and memoised layout (identical on every reference case; bumped because the
-#: drawing method changed)
-RENDERER_VERSION = "spec-o3-mpl3.11-r2"
+#: bump when the pixels change on purpose (style, layout or matplotlib release) or may change (drawing method);
+#: "spec-o3-mpl3.10.5" names the trained style and the matplotlib release that reproduces it. r3: ported from
+#: matplotlib 3.11.2 to 3.10.5, the release the model was trained with (text layout moves by a pixel between them;
+#: pixel-identical to the upstream routine's renders under 3.10.5 on every reference case); the stats-box corner
+#: counts points on a middle line on both sides, as the trained routine does
+RENDERER_VERSION = "spec-o3-mpl3.10.5-r3"
 
-__all__ = ["RENDERER_VERSION", "SIZE_CLASSES", "image_tokens", "render_spectrum", "smart_resize"]
+__all__ = [
+    "REQUIRED_MATPLOTLIB",
+    "RENDERER_VERSION",
+    "SIZE_CLASSES",
+    "check_matplotlib_version",
+    "image_tokens",
+    "render_spectrum",
+    "smart_resize",
+]
 
 
 def render_spectrum(wavelength, flux, wavelength_range=None, title: str = style.DEFAULT_TITLE) -> bytes:

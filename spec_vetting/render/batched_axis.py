@@ -7,7 +7,9 @@ Instance-level replacements on our own figure (matplotlib's classes are left alo
 what is drawn:
 
 * :func:`memoise_ticks` - an axis's ticks, tick label boxes, label placement and box answer from a memo while
-  nothing they depend on changed (view interval, axes size and position, locators, dpi, renderer);
+  nothing they depend on changed (view interval, axes size and position, locators, dpi, renderer); the ticks
+  also survive a change of axes size that leaves the locators' tick space the same (the tight-layout pass and
+  the tight-bbox pass then share them);
 * :func:`memoise_spine_extent`, :func:`memoise_title_position` - the same for spine extents and the title;
 * :func:`batch_tick_drawing` - the axis draws all grid lines of one kind as one path and all tick marks of one kind
   as one marker call (same style, transform and clip as the per-tick artists), then the labels as before.
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import AutoLocator, FixedLocator, MaxNLocator, MultipleLocator, NullLocator
 
 from .text_renderer import cache_text_layout
 
@@ -32,6 +35,8 @@ from .text_renderer import cache_text_layout
 _TICKS_PER_BATCH = 300
 # neighbouring ticks closer than this (pixels) may overlap with their antialiased edges: drawn one by one
 _MIN_BATCH_SPACING_PX = 4.0
+# locators whose ticks do not depend on the axes size (they never ask the axis for its tick space)
+_SIZE_FREE_LOCATORS = (MultipleLocator, NullLocator, FixedLocator)
 
 
 def memoise_ticks(axis) -> None:
@@ -42,26 +47,34 @@ def memoise_ticks(axis) -> None:
     memo: dict = {}
 
     def state() -> tuple:
-        # the ticks depend on the axes size (the automatic y locator fits labels to the length), not on where the
-        # axes sit: moving the figure origin (the tight-bbox crop) keeps them; the label boxes key on the position
+        # the ticks depend on the axes size, not on where the axes sit: moving the figure origin (the tight-bbox
+        # crop) keeps them; the label boxes key on the position
         ax = axis.axes
-        x0, y0, width, height = ax.bbox.bounds
         return (
             tuple(axis.get_view_interval()),
-            (round(width, 6), round(height, 6)),
+            tuple(ax.bbox.size),
             id(axis.get_major_locator()),
             id(axis.get_minor_locator()),
             ax.figure.dpi,
         )
 
+    def size_free_state(key: tuple) -> tuple:
+        # the size reaches the ticks only through locators that ask ``axis.get_tick_space()``: equal answers give
+        # the ticks of another axes size
+        return (key[0], *key[2:], *(_tick_space_used(loc, axis) for loc in (axis.get_major_locator(),
+                                                                             axis.get_minor_locator())))
+
     def update_ticks():
         key = state()
         if memo.get("ticks_key") != key:
             memo["ticks_key"] = key
-            memo["ticks"] = compute_ticks()
-            for tick in (*axis.majorTicks, *axis.minorTicks):  # new ticks may have been created
-                cache_text_layout(tick.label1)
-                cache_text_layout(tick.label2)
+            free = size_free_state(key)
+            if memo.get("free_key") != free:  # the last computation was for other ticks
+                memo["free_key"] = free
+                memo["ticks"] = compute_ticks()
+                for tick in (*axis.majorTicks, *axis.minorTicks):  # new ticks may have been created
+                    cache_text_layout(tick.label1)
+                    cache_text_layout(tick.label2)
             memo.pop("boxes_key", None)
         return list(memo["ticks"])
 
@@ -104,6 +117,18 @@ def memoise_ticks(axis) -> None:
     axis._get_ticklabel_bboxes = ticklabel_bboxes
     axis._update_label_position = update_label_position
     axis.get_tightbbox = get_tightbbox
+
+
+def _tick_space_used(locator, axis):
+    """What of the axis length ``locator`` uses: nothing (None) for locators that never ask for the tick space;
+    for matplotlib's automatic locator (MaxNLocator, nbins "auto") the bin count it derives from the tick space,
+    which it clips to at most 9 (MaxNLocator.__call__ in matplotlib 3.10); the tick space for any other locator."""
+    if isinstance(locator, _SIZE_FREE_LOCATORS):
+        return None
+    space = axis.get_tick_space()
+    if type(locator) in (MaxNLocator, AutoLocator) and locator._nbins == "auto":
+        return ("bins", int(np.clip(space, max(1, locator._min_n_ticks - 1), 9)))
+    return ("space", space)
 
 
 def memoise_title_position(ax) -> None:

@@ -25,11 +25,14 @@ writer at zlib's default level. Here (each step measured in notes/render.md):
 * the axes answer matplotlib's repeated questions from memos (:mod:`.batched_axis`): ticks, tick label boxes,
   label and title placement, spine extents are computed once per axes state instead of ~30 times per picture;
 * grid lines and tick marks of one kind are drawn as one path / one marker call (:mod:`.batched_axis`);
-* text is drawn by an Agg renderer that caches string layouts, glyph bitmaps per subpixel phase and font metrics
-  (:mod:`.text_renderer`), and Text boxes are cached per string and style;
+* text is drawn by an Agg renderer that caches each string's bitmap and extent (:mod:`.text_renderer`), and Text
+  boxes are cached per string and style;
 * the PNG is written unfiltered at zlib level 1 (:mod:`.png`).
 
-All of it draws the same pixels as the baseline; every cache is bounded.
+All of it draws the same pixels as the baseline; every cache is bounded. It is written against matplotlib 3.10.5
+(the release the model was trained with; :mod:`spec_vetting.render` refuses any other): the private pieces it uses
+are ``_tight_bbox.adjust_bbox``, ``Axis._update_ticks`` / ``_get_ticklabel_bboxes`` / ``_update_label_position``,
+``Axes._update_title_position``, ``Text._get_layout`` and RendererAgg's ``_prepare_font`` / ``_renderer``.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from matplotlib import _tight_bbox  # private, but it is exactly what savefig us
 from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 
 from . import style
-from .png import encode_png
+from .png import encode_rows, png_rows
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
 from .text_renderer import TextCachingRendererAgg, cache_text_layout
 from .layout import PlotLayout
@@ -67,7 +70,8 @@ class _RendererCachingCanvas(FigureCanvasAgg):
         self._renderers: OrderedDict[tuple, RendererAgg] = OrderedDict()
 
     def get_renderer(self):
-        w, h = self.get_width_height(physical=True)
+        # sized as matplotlib 3.10's FigureCanvasAgg.get_renderer sizes it: the figure box in (fractional) pixels
+        w, h = self.figure.bbox.size
         key = (w, h, self.figure.dpi)
         renderer = self._renderers.get(key)
         if renderer is None:
@@ -166,7 +170,7 @@ class _SizeClassFigure:
         finally:
             ax.xaxis.set_minor_locator(minor_locators[0])
             ax.yaxis.set_minor_locator(minor_locators[1])
-        restore = _tight_bbox.adjust_bbox(fig, bbox, renderer, self.canvas.fixed_dpi)
+        restore = _tight_bbox.adjust_bbox(fig, bbox, self.canvas.fixed_dpi)
         try:
             self.canvas.draw()
             return np.asarray(self.canvas.buffer_rgba())
@@ -178,7 +182,9 @@ _FIGURES: dict[tuple[float, float], _SizeClassFigure] = {}
 
 
 def _figure_for(figsize: tuple[float, float]) -> _SizeClassFigure:
-    key = (round(figsize[0], 6), round(figsize[1], 6))
+    # keyed on the exact floats, never rounded: 6 * 0.95 is 5.699999999999999 in the trained routine too, and the
+    # tight-bbox crop truncates its pixel size, so a figure 5.7 inches wide can come out a pixel wider or narrower
+    key = (float(figsize[0]), float(figsize[1]))
     fig = _FIGURES.get(key)
     if fig is None:
         fig = _FIGURES[key] = _SizeClassFigure(key)
@@ -189,5 +195,6 @@ def render_png(lay: PlotLayout) -> bytes:
     with _LOCK:
         figure = _figure_for(lay.figsize)
         figure.update(lay)
-        rgba = figure.draw_rgba().copy()  # the renderer's buffer is overwritten by the next picture
-    return encode_png(rgba)
+        # the scanlines are a copy: the renderer's buffer is overwritten by the next picture
+        rows, colour_type = png_rows(figure.draw_rgba())
+    return encode_rows(rows, colour_type)

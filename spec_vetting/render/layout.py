@@ -88,16 +88,20 @@ def stats_text(wavelength: np.ndarray, flux: np.ndarray) -> str:
 
 
 def emptiest_corner(wavelength: np.ndarray, flux: np.ndarray) -> str:
-    """The corner holding the fewest points, splitting at the middle of the wavelength and flux ranges."""
+    """The corner holding the fewest points, splitting at the middle of the wavelength and flux ranges.
+
+    As the trained routine counts them, the halves are closed: a point on a middle line counts in both corners
+    beside it (and a point at the centre in all four).
+    """
     mid_w = (wavelength[0] + wavelength[-1]) / 2.0
     mid_f = (flux.min() + flux.max()) / 2.0
-    left = wavelength < mid_w
-    top = flux > mid_f
+    left, right = wavelength <= mid_w, wavelength >= mid_w
+    top, bottom = flux >= mid_f, flux <= mid_f
     counts = {
         "top-left": np.count_nonzero(left & top),
-        "top-right": np.count_nonzero(~left & top),
-        "bottom-left": np.count_nonzero(left & ~top),
-        "bottom-right": np.count_nonzero(~left & ~top),
+        "top-right": np.count_nonzero(right & top),
+        "bottom-left": np.count_nonzero(left & bottom),
+        "bottom-right": np.count_nonzero(right & bottom),
     }
     return min(style.CORNER_PREFERENCE, key=lambda corner: counts[corner])
 

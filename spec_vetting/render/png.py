@@ -22,13 +22,28 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
-def encode_png(rgba: np.ndarray, level: int = COMPRESS_LEVEL) -> bytes:
-    """PNG bytes of an (h, w, 4) uint8 buffer; written as RGB when fully opaque (it decodes to the same pixels)."""
+def png_rows(rgba: np.ndarray) -> tuple[np.ndarray, int]:
+    """The PNG scanlines of an (h, w, 4) uint8 buffer (a new array: the buffer may be reused afterwards) and the
+    PNG colour type: RGB when fully opaque (it decodes to the same pixels), else RGBA."""
     height, width = rgba.shape[:2]
     opaque = bool(rgba[..., 3].min() == 255)
     channels, colour_type = (3, _RGB) if opaque else (4, _RGBA)
     rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
     rows[:, 0] = 0  # filter type None on every row
-    rows[:, 1:].reshape(height, width, channels)[...] = rgba[..., :channels]
+    pixels = rows[:, 1:].reshape(height, width, channels)
+    for channel in range(channels):  # one plane at a time: ~5x faster than one strided copy of 3 of 4 bytes
+        pixels[..., channel] = rgba[..., channel]
+    return rows, colour_type
+
+
+def encode_rows(rows: np.ndarray, colour_type: int, level: int = COMPRESS_LEVEL) -> bytes:
+    """PNG bytes of scanlines made by :func:`png_rows`."""
+    height = rows.shape[0]
+    width = (rows.shape[1] - 1) // (3 if colour_type == _RGB else 4)
     header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
     return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b"")
+
+
+def encode_png(rgba: np.ndarray, level: int = COMPRESS_LEVEL) -> bytes:
+    """PNG bytes of an (h, w, 4) uint8 buffer; written as RGB when fully opaque (it decodes to the same pixels)."""
+    return encode_rows(*png_rows(rgba), level=level)

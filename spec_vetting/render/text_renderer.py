@@ -1,19 +1,18 @@
-"""An Agg renderer that remembers its text work: the same glyphs on the same pixels, a fraction of the time.
+"""An Agg renderer that remembers its text work: the same pixels, a fraction of the time.
 
-matplotlib 3.11 lays out every string with HarfBuzz and renders every glyph with FreeType on each draw, and reads
-the font's metric tables for every text box it measures. A picture of ours has ~25 strings drawn from a small
-vocabulary (tick labels, axis labels, title, stats box), so most of that work repeats from picture to picture:
+matplotlib 3.10 draws a string by laying it out with FreeType (``FT2Font.set_text``), rasterising every glyph into
+one bitmap of the whole string (``draw_glyphs_to_bitmap``) and pasting that bitmap at the rounded text position;
+it measures a string the same way (``set_text`` then ``get_width_height``). A picture of ours has ~25 strings drawn
+from a small vocabulary (tick labels, axis labels, title, stats box), so most of that work repeats from picture to
+picture:
 
-* string layout (glyph ids and advances) is cached per (string, font, size, dpi) - it does not depend on where the
-  string goes;
-* glyph bitmaps are cached per (font, size, dpi, glyph, angle, position modulo one pixel in FreeType's 1/64 px
-  units): FreeType rasterises an outline moved by whole pixels to the same bitmap moved by whole pixels, so a
-  cached bitmap placed at the new whole-pixel offset is the bitmap FreeType would have drawn;
+* the string bitmap, its descent and bitmap offset are cached per (string, font, size, dpi, hinting,
+  antialiasing): matplotlib lays the string out at the origin and only rounds the final paste position, so the
+  bitmap does not depend on where the string goes (rotated text is rotated from the same bitmap at paste time);
+* string extents (width, height, descent) are cached per (string, font, size, dpi, hinting);
 * a Text artist's box and line offsets (``Text._get_layout``, asked for by every measurement and draw) are cached
   per (string, font, alignment, rotation, spacing, dpi, renderer type) once :func:`cache_text_layout` is installed
-  on the artist: they do not depend on where the text goes;
-* the font height metrics matplotlib reads for every text box are cached per font properties and dpi (the hook
-  ``_get_font_height_metrics`` that matplotlib's Text asks renderers for).
+  on the artist: they do not depend on where the text goes.
 
 All caches are bounded (least recently used entries go first), so memory stays flat however many pictures are
 drawn. Callers serialise drawing (see :mod:`spec_vetting.render.fast`); the caches are not locked themselves.
@@ -26,13 +25,11 @@ from collections import OrderedDict
 
 import numpy as np
 from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
-from matplotlib.font_manager import fontManager, get_font
-from matplotlib.ft2font import RenderMode
 
-#: bounds of the caches (entries); a glyph bitmap is a few hundred bytes, a layout a few glyph records
-GLYPH_CACHE_SIZE = 20_000
+#: bounds of the caches (entries); a string bitmap is a few kB, an extent three floats
+BITMAP_CACHE_SIZE = 4_096
+EXTENT_CACHE_SIZE = 4_096
 LAYOUT_CACHE_SIZE = 4_096
-METRICS_CACHE_SIZE = 256
 
 
 class _LRU(OrderedDict):
@@ -52,18 +49,16 @@ class _LRU(OrderedDict):
             self.popitem(last=False)
 
 
-_GLYPHS = _LRU(GLYPH_CACHE_SIZE)
-_LAYOUTS = _LRU(LAYOUT_CACHE_SIZE)
-_METRICS = _LRU(METRICS_CACHE_SIZE)
+_BITMAPS = _LRU(BITMAP_CACHE_SIZE)
+_EXTENTS = _LRU(EXTENT_CACHE_SIZE)
 _TEXT_LAYOUTS = _LRU(LAYOUT_CACHE_SIZE)
 
 
 def cache_sizes() -> dict[str, int]:
     """Current entries per cache (for tests and the memory check)."""
     return {
-        "glyphs": len(_GLYPHS),
-        "layouts": len(_LAYOUTS),
-        "metrics": len(_METRICS),
+        "bitmaps": len(_BITMAPS),
+        "extents": len(_EXTENTS),
         "text_layouts": len(_TEXT_LAYOUTS),
     }
 
@@ -83,74 +78,43 @@ def _prop_key(prop) -> tuple:
 
 
 class TextCachingRendererAgg(RendererAgg):
-    """RendererAgg with cached string layouts, glyph bitmaps and font height metrics (same pixels)."""
+    """RendererAgg with cached string bitmaps and extents (same pixels as RendererAgg under matplotlib 3.10)."""
 
-    def _get_font_height_metrics(self, prop):
-        # what Text._get_layout computes from the OS/2 or hhea table when a renderer offers no metrics
-        key = (_prop_key(prop), self.dpi)
-        found = _METRICS.get_recent(key)
+    def get_text_width_height_descent(self, s, prop, ismath):
+        if ismath:  # mathtext and TeX: matplotlib's own path
+            return super().get_text_width_height_descent(s, prop, ismath)
+        flags = get_hinting_flag()
+        key = (s, _prop_key(prop), self.dpi, flags)
+        found = _EXTENTS.get_recent(key)
         if found is None:
-            found = (None, None, None)
-            font = get_font(fontManager._find_fonts_by_props(prop))
-            for table_name, gap_key, ascent_key, descent_key in (
-                ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
-                ("hhea", "lineGap", "ascent", "descent"),
-            ):
-                table = font.get_sfnt_table(table_name)
-                if table is None:
-                    continue
-                scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * self.dpi / 72
-                found = (table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale)
-                break
-            _METRICS.put(key, found)
+            # RendererAgg.get_text_width_height_descent: FreeType's 1/64 px units to pixels
+            font = self._prepare_font(prop)
+            font.set_text(s, 0.0, flags=flags)
+            w, h = font.get_width_height()
+            found = (w / 64.0, h / 64.0, font.get_descent() / 64.0)
+            _EXTENTS.put(key, found)
         return found
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if ismath:
             return super().draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
-        features = mtext.get_fontfeatures() if mtext is not None else None
-        language = mtext.get_language() if mtext is not None else None
         flags = get_hinting_flag()
-        key = (s, _prop_key(prop), self.dpi, features, language, flags)
-        items = _LAYOUTS.get_recent(key)
-        if items is None:
-            font = self._prepare_font(prop)
-            items = tuple(
-                (item.ft_object, item.glyph_index, item.x, item.y)
-                for item in font._layout(s, flags=flags, features=features, language=language)
-            )
-            _LAYOUTS.put(key, items)
-        self._draw_cached_glyphs(gc, x, y, angle, prop.get_size_in_points(), items, flags)
-
-    def _draw_cached_glyphs(self, gc, x, y, angle, size, items, flags):
-        # RendererAgg._draw_text_glyphs_and_boxes, with each bitmap looked up before FreeType is asked
-        cos = math.cos(math.radians(angle))
-        sin = math.sin(math.radians(angle))
         antialiased = gc.get_antialiased()
-        height = self.height
-        int_height = int(height)
-        for font, glyph_index, dx, dy in items:
-            px = round(0x40 * (x + dx * cos - dy * sin))
-            py = round(0x40 * (height - y + dx * sin + dy * cos))
-            key = (font.fname, size, self.dpi, glyph_index, angle, antialiased, flags, px & 63, py & 63)
-            glyph = _GLYPHS.get_recent(key)
-            if glyph is None:
-                font.set_size(size, self.dpi)
-                font._set_transform(
-                    (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int), [px, py]
-                )
-                bitmap = font._render_glyph(
-                    glyph_index, flags, RenderMode.NORMAL if antialiased else RenderMode.MONO
-                )
-                buffer = np.array(bitmap.buffer)
-                if not antialiased:
-                    buffer *= 0xFF
-                glyph = (buffer, bitmap.left - (px >> 6), bitmap.top - (py >> 6))
-                _GLYPHS.put(key, glyph)
-            buffer, left, top = glyph
-            self._renderer.draw_text_image(
-                buffer, left + (px >> 6), int_height - (top + (py >> 6)) + buffer.shape[0], 0, gc
-            )
+        key = (s, _prop_key(prop), self.dpi, flags, antialiased)
+        found = _BITMAPS.get_recent(key)
+        if found is None:
+            # RendererAgg.draw_text up to the paste: the string laid out unrotated at the origin, one bitmap
+            font = self._prepare_font(prop)
+            font.set_text(s, 0, flags=flags)
+            font.draw_glyphs_to_bitmap(antialiased=antialiased)
+            xo, yo = font.get_bitmap_offset()
+            found = (np.array(font.get_image()), font.get_descent() / 64.0, xo / 64.0, yo / 64.0)
+            _BITMAPS.put(key, found)
+        image, descent, xo, yo = found
+        # the descent is turned with the text; the bitmap is rotated in raster space by draw_text_image
+        xd = descent * math.sin(math.radians(angle))
+        yd = descent * math.cos(math.radians(angle))
+        self._renderer.draw_text_image(image, round(x + xo + xd), round(y + yo + yd) + 1, angle, gc)
 
 
 def cache_text_layout(text) -> None:
