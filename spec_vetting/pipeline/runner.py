@@ -346,7 +346,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         if job.cluster.dashboard and client.dashboard_link:
             echo(f"Dask dashboard: {client.dashboard_link}")
         # one shared engine per worker process (threads of one process share one)
-        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.scheduler_address) else 1
+        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.remote) else 1
         per_engine = max(1, math.ceil(job.max_inflight_per_endpoint / engines_in_flight))
         name = job.engine.resolved_name
         options = job_engine_options(job, per_engine)
