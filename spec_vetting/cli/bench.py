@@ -34,7 +34,13 @@ def bench():
 @click.option("--json", "as_json", is_flag=True, help="print the evaluation as JSON")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False), help="write evaluation plots here")
 def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_process, as_json, plots_dir):
-    """Vet every row of the SpecVI-Bench files in FOLDER and print accuracy / F1 per task and macro-F1."""
+    """Vet every row of the SpecVI-Bench files in FOLDER and print accuracy / F1 per task and macro-F1.
+
+    \b
+    Examples:
+      spec-vet bench specvi specvi/ --pattern 'test_*.parquet'                 rules engine
+      spec-vet bench specvi specvi/ --engine openai --endpoint http://gpu01:30000/v1 --json
+    """
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
     from ..evaluate import evaluate, format_text, write_plots

@@ -26,6 +26,11 @@ def report(root, out_dir, run_id, only, threshold, per_file):
     Reviewers filter by task, verdict and confidence, read each trajectory with its zoom images, mark agree /
     disagree / unsure (kept in the browser) and export a CSV that `spec-vet eval --labels` and
     `spec-vet export sft --labels` accept.
+
+    \b
+    Examples:
+      spec-vet report catalog/ -o review/
+      spec-vet report catalog/ -o review/ --only review-queue --threshold 0.9
     """
     from ..catalog.read import read_run
     from ..report.page import write_pages

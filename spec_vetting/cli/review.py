@@ -22,6 +22,11 @@ def review_queue(root, threshold, run_id):
     """List ERROR, UNDECIDED, recovered-format, contradicting and uncertain verdicts as CSV on stdout.
 
     Open them in the browser with `spec-vet report ROOT -o DIR --only review-queue`.
+
+    \b
+    Examples:
+      spec-vet review-queue catalog/ > queue.csv
+      spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
     from ..catalog.read import read_run
     from ..confidence import review_queue as select
