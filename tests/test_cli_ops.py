@@ -308,3 +308,17 @@ def test_scheduler_file_option_and_job_field(tmp_path, no_job_env):
     opts = {p.name: None for p in run.params if p.name not in ("job_file", "example", "fresh", "progress")}
     opts.update(candidates=("l.csv",), out="o", cluster__scheduler_file="/shared/s.json")
     assert build_job(None, opts).cluster.scheduler_file == "/shared/s.json"
+
+
+def test_in_process_workers_are_not_forwarded_and_leave_the_level_alone():
+    """A scheduler whose workers are threads of this process (tests, notebooks): forwarding would loop records
+    back into the same loggers, and the level plugin would change this process's logger."""
+    from distributed import Client, LocalCluster
+
+    from spec_vetting.pipeline.cluster import forward_worker_logs
+
+    pkg = logging.getLogger("spec_vetting")
+    before = (pkg.level, list(pkg.handlers))
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster, Client(cluster) as client:
+        assert forward_worker_logs(client, logging.DEBUG) is None
+    assert (pkg.level, list(pkg.handlers)) == before

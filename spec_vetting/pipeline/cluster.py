@@ -70,13 +70,30 @@ class LogLevelPlugin(WorkerPlugin):
 
     def __init__(self, level: int):
         self.level = level
+        self.client_pid = os.getpid()
+        self._previous: int | None = None
 
     def setup(self, worker) -> None:
-        logging.getLogger(PACKAGE_LOGGER).setLevel(self.level)
+        if os.getpid() == self.client_pid:  # a worker thread of the client's own process: its loggers are ours
+            return
+        logger = logging.getLogger(PACKAGE_LOGGER)
+        self._previous = logger.level
+        logger.setLevel(self.level)
+
+    def teardown(self, worker) -> None:
+        if self._previous is not None:
+            logging.getLogger(PACKAGE_LOGGER).setLevel(self._previous)
 
 
-def forward_worker_logs(client, level: int | None = None) -> int:
-    """Forward the workers' ``spec_vetting`` records at ``level`` (default: this process's effective level)."""
+def forward_worker_logs(client, level: int | None = None) -> int | None:
+    """Forward the workers' ``spec_vetting`` records at ``level`` (default: this process's effective level).
+
+    Not when a worker runs in this very process (threads of a LocalCluster started here): its records already
+    reach this process's handlers, and a forwarding handler there would hand them back again. Returns the level
+    forwarded, None when nothing is.
+    """
+    if os.getpid() in set((client.run(os.getpid) or {}).values()):
+        return None
     if level is None:
         level = logging.getLogger(PACKAGE_LOGGER).getEffectiveLevel()
     client.register_plugin(LogLevelPlugin(level), name=LogLevelPlugin.name)
