@@ -7,11 +7,19 @@ DEMO_OUT ?= demo-out
 
 .PHONY: setup test demo clean browser
 
-$(VENV)/.installed: pyproject.toml
+TORCH_VERSION ?= 2.13.0
+
+# the base package only: what `make demo` needs (the rules engine runs without torch)
+$(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	# torch first, as the CPU build, so the `local` extra does not pull a CUDA build
-	$(PIP) install torch==2.13.0
+	$(PIP) install -e .
+	touch $@
+
+$(VENV)/.installed: $(VENV)/.base
+	# torch first, as the CPU build (PyTorch's CPU index when it answers within 5 s, else pip's default indexes),
+	# so the `local` extra does not pull a CUDA build
+	tools/install-torch.sh $(PY) $(TORCH_VERSION)
 	$(PIP) install -e '.[local,dev]'
 	$(MAKE) --no-print-directory browser
 	touch $@
@@ -29,7 +37,7 @@ browser:
 test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
-demo: $(VENV)/.installed
+demo: $(VENV)/.base
 	$(VENV)/bin/spec-vet make-examples $(DEMO_OUT)/examples --n 40 --seed 1
 	$(VENV)/bin/spec-vet run --candidates $(DEMO_OUT)/examples/candidates.csv \
 	  --task cv --task carbon --task ss --task gm --task wd \

@@ -5,6 +5,9 @@
 #
 # - one instance per job at a time (flock on a lock file; a second start exits 75 at once);
 # - everything goes to a dated log file under $SPEC_VETTING_LOG_DIR (default ~/.local/state/spec-vetting);
+# - a failure also goes to stderr (the FAILED line and the last $SPEC_VETTING_TAIL_LINES [40] lines of the log), so
+#   cron mails it to MAILTO and systemd puts it in the journal (and starts the OnFailure= unit); a night that
+#   succeeds prints nothing under cron (no mail), and its START/SUCCESS lines under systemd (JOURNAL_STREAM set);
 # - incremental mode: pairs vetted on earlier nights are skipped; an unfinished run of the same inputs is resumed;
 # - exit code: 0 finished (unreadable spectra are ERROR rows, not failures) or nothing to vet (empty folder),
 #   1 the run could not finish (rerun) or its ERROR fraction is above max_error_rate, 2 usage or configuration
@@ -38,15 +41,27 @@ if ! flock -n 9; then
   exit 75
 fi
 
-echo "$(date -u +%FT%TZ) START $name: $spec_vet run $job --incremental --no-progress $*" >>"$log_file"
+# under systemd, stdout is the journal: START/SUCCESS lines go there too; under cron any output is a mail
+note() {
+  echo "$1" >>"$log_file"
+  if [ -n "${JOURNAL_STREAM:-}" ]; then echo "$1"; fi
+}
+
+note "$(date -u +%FT%TZ) START $name: $spec_vet run $job --incremental --no-progress $*"
 set +e
 "$spec_vet" run "$job" --incremental --no-progress "$@" >>"$log_file" 2>&1
 rc=$?
 set -e
 case $rc in
-  0) echo "$(date -u +%FT%TZ) SUCCESS $name" >>"$log_file" ;;
-  2) echo "$(date -u +%FT%TZ) FAILED $name: usage or configuration error (exit 2); fix the job file" >>"$log_file" ;;
-  130|143) echo "$(date -u +%FT%TZ) INTERRUPTED $name: exit $rc (SIGINT/SIGTERM); what is done is kept, the next start resumes" >>"$log_file" ;;
-  *) echo "$(date -u +%FT%TZ) FAILED $name: exit $rc; what is done is kept, the next start resumes" >>"$log_file" ;;
+  0) note "$(date -u +%FT%TZ) SUCCESS $name"; exit 0 ;;
+  2) line="$(date -u +%FT%TZ) FAILED $name: usage or configuration error (exit 2); fix the job file" ;;
+  130|143) line="$(date -u +%FT%TZ) INTERRUPTED $name: exit $rc (SIGINT/SIGTERM); what is done is kept, the next start resumes" ;;
+  *) line="$(date -u +%FT%TZ) FAILED $name: exit $rc; what is done is kept, the next start resumes" ;;
 esac
+echo "$line" >>"$log_file"
+{
+  echo "$line"
+  echo "last lines of $log_file:"
+  tail -n "${SPEC_VETTING_TAIL_LINES:-40}" "$log_file"
+} >&2
 exit "$rc"

@@ -56,6 +56,8 @@ class Workload:
     full_view_tokens: int = 0  # filled from the renderer when 0
     zoom_tokens: int = 0
     source: str = "defaults"
+    #: why the catalog's numbers were not used (e.g. only rules-engine rows: no model was measured); None otherwise
+    note: str | None = None
 
     def __post_init__(self) -> None:
         if not self.full_view_tokens:
@@ -120,7 +122,11 @@ def plan_capacity(candidates: int, gpus: int, workload: Workload | None = None,
 
 
 def workload_from_catalog(root, run_id: str | None = None) -> Workload:
-    """Measured averages from a catalog's verdict rows (only rows that ran the model: YES/NO/UNDECIDED)."""
+    """Measured averages from a catalog's verdict rows that ran a model (YES/NO/UNDECIDED with a ``model``).
+
+    Rows without a model (the rules engine, a scripted engine) measure no model: their turns are a classical
+    inspector's and they report no tokens. When only such rows exist the defaults are used and ``note`` says so.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -130,8 +136,16 @@ def workload_from_catalog(root, run_id: str | None = None) -> Workload:
     table = table.filter(pc.is_in(table["verdict"], value_set=pa.array(["YES", "NO", "UNDECIDED"])))
     if table.num_rows == 0:
         raise ValueError(f"{root}: no inspected verdict rows to measure (run spec-vet run first, or omit --catalog)")
+    has_model = pc.invert(pc.is_null(table["model"]))
+    no_model = table.filter(pc.invert(has_model))
+    table = table.filter(has_model)
+    engines = sorted({str(e) for e in no_model["engine"].to_pylist()})
+    skipped = (f"{no_model.num_rows} inspections by engine {', '.join(engines)} (no model) measure no model and "
+               "were left out") if no_model.num_rows else None
+    if table.num_rows == 0:
+        return Workload(source="defaults", note=f"catalog {root}: {skipped}; the plan uses the stated defaults")
     turns = pc.mean(table["n_turns"]).as_py() or Workload.turns
     completion = pc.mean(table["completion_tokens"]).as_py()
     gen = (completion / turns) if completion else Workload.gen_tokens_per_turn
     return Workload(turns=float(turns), gen_tokens_per_turn=float(gen),
-                    source=f"catalog {root} ({table.num_rows} inspections)")
+                    source=f"catalog {root} ({table.num_rows} inspections)", note=skipped)

@@ -3,8 +3,9 @@
 Per task: accuracy, and precision, recall and F1 of the YES class; macro-F1 is the unweighted mean of the per-task
 F1 over every task evaluated. UNDECIDED and ERROR verdicts count as "not YES": wrong in accuracy, a false negative
 when the label is YES, never a false positive (a screener that abstained has not found the object). F1 is 0.0 when
-there is no true positive (0/0 included); precision and recall are 0.0 when their denominator is 0.
-Rows without a label are left out and counted.
+there is no true positive among a task's positive labels; a task with no positive label has no F1 (recall and F1
+of YES are undefined there: reported as n/a, ``None`` in JSON) and is left out of macro-F1, and the output says so.
+Precision is 0.0 when nothing was called YES. Rows without a label are left out and counted.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ VERDICT_COLUMNS: tuple[str, ...] = get_args(Verdict)
 ABSTAIN_NOTE = (
     "UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, "
     "never a false positive. F1 is 0 when there is no true positive."
+)
+
+#: why a task with no positive label has F1 n/a and stays out of macro-F1
+NO_POSITIVE_NOTE = (
+    "F1 n/a: no row labelled YES, so recall and F1 of YES are undefined (0/0); left out of macro-F1"
 )
 
 #: Published SpecVI-Bench test results (protocol section 6): F1 of the YES class, percent.
@@ -52,8 +58,8 @@ class TaskMetrics:
     tn: int
     accuracy: float
     precision: float
-    recall: float
-    f1: float
+    recall: float | None  # None: no positive label (0/0)
+    f1: float | None  # None: no positive label; such a task is left out of macro-F1
     undecided: float  # fraction of the task's labelled rows
     errors: float
     #: label -> verdict -> count; label in YES/NO, verdict in YES/NO/UNDECIDED/ERROR
@@ -64,7 +70,7 @@ class TaskMetrics:
 class Evaluation:
     run_id: str | None
     per_task: dict[str, TaskMetrics]
-    macro_f1: float | None  # None when no task had a labelled row
+    macro_f1: float | None  # None when no task had a positive label
     unlabelled: int
     calibration: Calibration
     #: what produced the evaluated rows: "engine model" -> rows, and where their spectra came from -> rows
@@ -74,6 +80,16 @@ class Evaluation:
     table1_comparable: bool = False
     #: per-task metrics as the published reward scores answers (Table-1 mode, see :func:`reward_verdict`)
     reward_per_task: dict[str, TaskMetrics] = field(default_factory=dict)
+
+    @property
+    def macro_tasks(self) -> list[str]:
+        """The tasks macro-F1 averages: those with at least one positive label."""
+        return [key for key, m in self.per_task.items() if m.f1 is not None]
+
+    @property
+    def no_positive_tasks(self) -> list[str]:
+        """Tasks without a positive label: F1 n/a, left out of macro-F1."""
+        return [key for key, m in self.per_task.items() if m.f1 is None]
 
     def to_json(self) -> dict:
         per_task = {}
@@ -86,6 +102,8 @@ class Evaluation:
             "run_id": self.run_id,
             "per_task": per_task,
             "macro_f1": self.macro_f1,
+            "macro_f1_tasks": self.macro_tasks,
+            "f1_not_applicable": self.no_positive_tasks,
             "mean_accuracy": _mean([m.accuracy for m in self.per_task.values()]),
             "unlabelled": self.unlabelled,
             "engines": self.engines,
@@ -102,6 +120,10 @@ class Evaluation:
 
 def _mean(values):
     return sum(values) / len(values) if values else None
+
+
+def _num(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _ratio(num: int, den: int) -> float:
@@ -121,14 +143,15 @@ def task_metrics(task: str, rows: list[dict]) -> TaskMetrics:
     tn = confusion["NO"]["NO"]
     fn = sum(confusion["YES"][v] for v in ("NO", "UNDECIDED", "ERROR"))
     n = len(rows)
+    positives = tp + fn
     undecided = confusion["YES"]["UNDECIDED"] + confusion["NO"]["UNDECIDED"]
     errors = confusion["YES"]["ERROR"] + confusion["NO"]["ERROR"]
     return TaskMetrics(
         task=task, n=n, tp=tp, fp=fp, fn=fn, tn=tn,
         accuracy=_ratio(tp + tn, n),
         precision=_ratio(tp, tp + fp),
-        recall=_ratio(tp, tp + fn),
-        f1=_ratio(2 * tp, 2 * tp + fp + fn) if tp else 0.0,
+        recall=_ratio(tp, positives) if positives else None,
+        f1=(_ratio(2 * tp, 2 * tp + fp + fn) if tp else 0.0) if positives else None,
         undecided=_ratio(undecided, n),
         errors=_ratio(errors, n),
         confusion=confusion,
@@ -162,7 +185,7 @@ def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
     per_task = {task: task_metrics(task, rows) for task, rows in sorted(by_task.items())}
     reward_per_task = {task: task_metrics(task, [{**r, "verdict": reward_verdict(r)} for r in rows])
                        for task, rows in sorted(by_task.items())}
-    macro = _mean([m.f1 for m in per_task.values()])
+    macro = _mean([m.f1 for m in per_task.values() if m.f1 is not None])
     labelled = [r for rows in by_task.values() for r in rows]
     specvi_rows = [r for task, rows in by_task.items() if task in SPECVI_TASKS for r in rows]
     return Evaluation(
@@ -222,10 +245,17 @@ def format_text(ev: Evaluation) -> str:
     lines += ["", head, "-" * len(head)]
     for key, m in ev.per_task.items():
         lines.append(
-            f"{key:<10}{m.n:>6}{m.accuracy:>8.3f}{m.precision:>8.3f}{m.recall:>8.3f}{m.f1:>8.3f}"
+            f"{key:<10}{m.n:>6}{m.accuracy:>8.3f}{m.precision:>8.3f}{_num(m.recall):>8}{_num(m.f1):>8}"
             f"{m.undecided:>8.3f}{m.errors:>8.3f}"
         )
-    lines.append(f"macro-F1 (mean over {len(ev.per_task)} tasks): {ev.macro_f1:.3f}")
+    kept, left_out = ev.macro_tasks, ev.no_positive_tasks
+    if ev.macro_f1 is None:
+        lines.append("macro-F1: n/a (no task has a row labelled YES)")
+    else:
+        lines.append(f"macro-F1 (mean over {len(kept)} task{'s' if len(kept) != 1 else ''}"
+                     f"{': ' + ', '.join(kept) if left_out else ''}): {ev.macro_f1:.3f}")
+    if left_out:
+        lines.append(f"note: {', '.join(left_out)}: {NO_POSITIVE_NOTE}")
     lines.append(f"note: {ABSTAIN_NOTE}")
     if ev.unlabelled:
         lines.append(f"{ev.unlabelled} verdict rows had no label and were left out")
@@ -272,8 +302,10 @@ def table1_lines(ev: Evaluation) -> list[str]:
         # Table-1 mode: scored as the published reward reads answers (spec_vetting.reward), the way the paper's
         # numbers were measured; the production verdicts above leave out YES/NO found outside an answer block
         scored = ev.reward_per_task or ev.per_task
-        ours = _mean([scored[t].f1 for t in cols]) * 100
-        lines.append(f"{'this run':<16}" + "".join(f"{scored[t].f1 * 100:>7.1f}" for t in cols) + f"{ours:>8.1f}")
+        f1s = [scored[t].f1 for t in cols]
+        ours = _mean([f for f in f1s if f is not None])
+        lines.append(f"{'this run':<16}" + "".join(f"{'n/a':>7}" if f is None else f"{f * 100:>7.1f}" for f in f1s)
+                     + (f"{'n/a':>8}" if ours is None else f"{ours * 100:>8.1f}"))
         lines.append("  this run scored with the published reward's reading (recovered_verdict counted); "
                      "the per-task table above is the production verdicts")
     if subset:
@@ -303,7 +335,7 @@ def write_plots(ev: Evaluation, out_dir) -> list[Path]:
             ax.set_yticks([0, 1], ["YES", "NO"])
             ax.set_xlabel("verdict")
             ax.set_ylabel("label")
-            ax.set_title(f"{m.task}  F1 {m.f1:.2f}")
+            ax.set_title(f"{m.task}  F1 {'n/a' if m.f1 is None else format(m.f1, '.2f')}")
         fig.tight_layout()
         path = out / "confusion.png"
         fig.savefig(path)

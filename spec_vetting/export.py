@@ -193,9 +193,25 @@ def labelled_rows(data: RunData, labels, summary: ExportSummary):
         yield row
 
 
+def non_model_engines(data: RunData) -> list[str]:
+    """Engines of the run's decided rows that ran no model (``model`` null: the rules engine, a scripted one)."""
+    return sorted({str(r.get("engine") or "unknown") for r in data.verdicts
+                   if not r.get("model") and r.get("verdict") in ("YES", "NO")})
+
+
 def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool = False,
-               tasks_file=None) -> ExportSummary:
-    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``."""
+               tasks_file=None, allow_non_model: bool = False) -> ExportSummary:
+    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``.
+
+    Traces of an engine that ran no model (the rules engine) are a classical inspector's text, not model output:
+    they are refused (:class:`ConfigError`) unless ``allow_non_model``. Every record names its engine and model.
+    """
+    engines = non_model_engines(data)
+    if engines and not allow_non_model:
+        raise ConfigError(
+            f"run {data.run_id} was vetted by engine {', '.join(engines)}, which runs no model: its traces are a "
+            "classical inspector's, not model output, and would teach a model to imitate it. Export a model's run, "
+            "or pass --allow-non-model-traces to export them anyway (each record names its engine)")
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     summary = ExportSummary()
@@ -236,6 +252,9 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
             "total_iterations": sum(1 for m in messages if m.role == "assistant"),
             "total_tool_calls": sum(1 for m in messages[2:] if m.role == "user"),
             "run_id": data.run_id,
+            "engine": row.get("engine"),
+            "engine_version": row.get("engine_version"),
+            "model": row.get("model"),
         })
     records_path = out / SFT_RECORDS_FILE
     records_path.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
@@ -302,6 +321,8 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None
                 "index": len(out),
                 "name": Path(row["path"]).name,
                 "candidate_id": row["candidate_id"],
+                "engine": row.get("engine"),  # the engine whose run labelled and pictured this row
+                "model": row.get("model"),
                 "tools_kwargs": {"spectral_visualization_tool": {"create_kwargs": {
                     "wavelength": [float(x) for x in wavelength],
                     "flux": [float(x) for x in flux],

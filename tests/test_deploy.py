@@ -13,7 +13,8 @@ import yaml
 from spec_vetting.pipeline.config import job_from_dict
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
-SCRIPTS = ["replicas.sh", "sglang/launch.sh", "vllm/launch.sh", "slurm/spec-vet.sbatch", "k8s/apply.sh", "compose/up.sh", "run_or_print.sh"]
+SCRIPTS = ["replicas.sh", "sglang/launch.sh", "vllm/launch.sh", "slurm/spec-vet.sbatch", "k8s/apply.sh",
+           "compose/up.sh", "run_or_print.sh", "../pipelines/spec-vet-nightly.sh", "../tools/install-torch.sh"]
 
 
 def dry(script: str, *args: str, env: dict | None = None) -> list[str]:
@@ -117,11 +118,59 @@ def test_launch_rejects_bad_usage():
 def test_slurm_dry_run_starts_replicas_cluster_and_run(tmp_path):
     import os
 
-    env = dict(os.environ, GPUS="4", MODEL="/m/spec-o3")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    env.update(GPUS="4", MODEL="/m/spec-o3")
     lines = dry("slurm/spec-vet.sbatch", "job.yaml", "--dry-run", env=env)
     assert "launch.sh" in lines[0] and "--gpus 4" in lines[0]
-    assert "dask_cluster.py" in lines[1]
-    assert "spec-vet run job.yaml" in lines[2] and lines[2].count("--endpoint") == 4 and "--scheduler" in lines[2]
+    cluster, run = shlex.split(lines[1].rstrip("&")), shlex.split(lines[2])
+    assert cluster[1].endswith("dask_cluster.py")
+    assert "spec-vet run job.yaml" in lines[2] and run.count("--endpoint") == 4
+    # Dask's scheduler file, not a home-made address file: the scheduler writes it, spec-vet reads it
+    sched = cluster[cluster.index("--scheduler-file") + 1]
+    assert sched.endswith(".json") and run[run.index("--scheduler-file") + 1] == sched
+    assert "--scheduler" not in run and "cat" not in run
+    # the site's jobqueue.yaml decides cores, memory, partition and walltime unless they are given
+    assert not {"--cores", "--memory", "--queue", "--walltime"} & set(cluster)
+    env.update(DASK_CORES="16", DASK_QUEUE="short")
+    cluster = shlex.split(dry("slurm/spec-vet.sbatch", "job.yaml", "--dry-run", env=env)[1].rstrip("&"))
+    assert cluster[cluster.index("--cores") + 1] == "16" and cluster[cluster.index("--queue") + 1] == "short"
+    assert "--memory" not in cluster
+
+
+def _dask_cluster_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("dask_cluster", DEPLOY / "slurm" / "dask_cluster.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_slurm_cluster_passes_only_what_was_given_and_writes_a_scheduler_file(tmp_path):
+    mod = _dask_cluster_module()
+    args = mod.parser().parse_args(["--scheduler-file", str(tmp_path / "s.json")])
+    kwargs = mod.cluster_kwargs(args, {"dashboard_address": ":8790"})
+    # nothing that jobqueue.yaml sets is overridden; the site's scheduler options are kept
+    assert kwargs == {"scheduler_options": {"dashboard_address": ":8790", "scheduler_file": str(tmp_path / "s.json")}}
+    args = mod.parser().parse_args(["--scheduler-file", "s.json", "--cores", "8", "--memory", "32GB"])
+    assert mod.cluster_kwargs(args) == {"cores": 8, "memory": "32GB", "processes": 2,
+                                        "scheduler_options": {"scheduler_file": "s.json"}}
+    assert "address-file" not in (DEPLOY / "slurm" / "dask_cluster.py").read_text()
+
+
+def test_a_dask_scheduler_file_is_what_spec_vet_connects_with(tmp_path):
+    """The file Dask's Scheduler(scheduler_file=...) writes (as SLURMCluster's scheduler_options make it do) is the
+    one `spec-vet run --scheduler-file` reads."""
+    from distributed import LocalCluster
+
+    from spec_vetting.pipeline.cluster import dask_client
+    from spec_vetting.pipeline.config import ClusterConfig
+
+    path = tmp_path / "scheduler.json"
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None,
+                      scheduler_kwargs={"scheduler_file": str(path)}) as cluster:
+        with dask_client(ClusterConfig(scheduler_file=str(path)), 1) as (client, _):
+            assert client.scheduler.address == cluster.scheduler_address
 
 
 def test_k8s_and_compose_dry_runs_and_yaml():
@@ -144,3 +193,108 @@ def test_scripts_are_shellcheck_clean():
     res = subprocess.run(["shellcheck", "-x", *[str(DEPLOY / s) for s in SCRIPTS]], capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 0, res.stdout
+
+
+# --- Kubernetes: structural checks in the spirit of kubeconform / yamllint (no such tool on this machine) ------------
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yamllint's key-duplicates rule: a repeated key in a mapping is an error, not a silent override."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    keys = [loader.construct_object(k, deep=deep) for k, _ in node.value]
+    dupes = {k for k in keys if keys.count(k) > 1}
+    if dupes:
+        raise yaml.constructor.ConstructorError(None, None, f"duplicate keys {sorted(dupes)}", node.start_mark)
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+K8S = DEPLOY / "k8s"
+
+
+def _k8s_docs() -> list[tuple[str, dict]]:
+    out = []
+    for f in sorted(K8S.glob("*.yaml")):
+        text = f.read_text()
+        for n, line in enumerate(text.splitlines(), 1):
+            assert "\t" not in line, f"{f.name}:{n}: tab"
+            assert line == line.rstrip(), f"{f.name}:{n}: trailing spaces"
+        out += [(f.name, d) for d in yaml.load_all(text, Loader=_UniqueKeyLoader) if d]
+    return out
+
+
+def _walk(node, key):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key:
+                yield v
+            yield from _walk(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v, key)
+
+
+def _pod_spec(doc: dict) -> dict:
+    if doc["kind"] == "CronJob":
+        return doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    if doc["kind"] in ("Job", "StatefulSet", "Deployment"):
+        return doc["spec"]["template"]["spec"]
+    raise KeyError(doc["kind"])
+
+
+def test_k8s_manifests_are_well_formed():
+    docs = _k8s_docs()
+    for name, d in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(d), name
+        assert d["metadata"].get("name"), name
+        for c in _walk(d, "containers"):
+            for container in c:
+                assert container.get("name") and container.get("image"), (name, container)
+    names = [(d["kind"], d["metadata"]["name"]) for _, d in docs]
+    assert len(names) == len(set(names)), names
+    sts = next(d for _, d in docs if d["kind"] == "StatefulSet")
+    labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
+
+
+def test_every_mounted_volume_claim_is_defined_and_every_config_map_is_created():
+    docs = _k8s_docs()
+    defined = {d["metadata"]["name"] for _, d in docs if d["kind"] == "PersistentVolumeClaim"}
+    claimed = {v["claimName"] for _, d in docs for v in _walk(d, "persistentVolumeClaim")}
+    assert claimed and claimed <= defined, f"mounted but never defined: {sorted(claimed - defined)}"
+    data = next(d for _, d in docs if d["kind"] == "PersistentVolumeClaim" and d["metadata"]["name"] == "spec-vet-data")
+    assert "ReadWriteMany" in data["spec"]["accessModes"]  # the run's pod and every Dask worker mount it
+    apply = (K8S / "apply.sh").read_text()
+    for cm in {v["name"] for _, d in docs for v in _walk(d, "configMap")}:
+        assert f"create configmap {cm} " in apply, cm
+    lines = dry("k8s/apply.sh", "job.yaml", "--dry-run")
+    assert "storage.yaml" in lines[0]  # the claims exist before anything mounts them
+
+
+@pytest.mark.parametrize("kind", ["Job", "CronJob"])
+def test_exit_2_fails_the_job_at_once_and_exit_1_is_retried(kind):
+    (doc,) = [d for _, d in _k8s_docs() if d["kind"] == kind]
+    job_spec = doc["spec"]["jobTemplate"]["spec"] if kind == "CronJob" else doc["spec"]
+    pod = _pod_spec(doc)
+    assert pod["restartPolicy"] == "Never"  # podFailurePolicy requires it
+    assert job_spec["backoffLimit"] >= 1  # exit 1: a new pod resumes the run
+    rules = job_spec["podFailurePolicy"]["rules"]
+    fail = [r for r in rules if r["action"] == "FailJob" and "onExitCodes" in r]
+    assert len(fail) == 1
+    codes = fail[0]["onExitCodes"]
+    assert codes["operator"] == "In" and codes["values"] == [2]
+    assert codes["containerName"] in {c["name"] for c in pod["containers"]}
+    assert any(r["action"] == "Ignore" and r.get("onPodConditions") for r in rules)  # evictions do not count
+    command = pod["containers"][0]["command"]
+    assert command[:3] == ["spec-vet", "run", "/config/job.yaml"]
+
+
+def test_nightly_cronjob():
+    (cron,) = [d for _, d in _k8s_docs() if d["kind"] == "CronJob"]
+    fields = cron["spec"]["schedule"].split()
+    assert len(fields) == 5 and cron["spec"]["concurrencyPolicy"] == "Forbid"
+    assert "--incremental" in _pod_spec(cron)["containers"][0]["command"]
+    lines = dry("k8s/apply.sh", "job.yaml", "--nightly", "--dry-run")
+    assert any(ln.endswith("cronjob.yaml") for ln in lines) and not any(ln.endswith("/job.yaml") for ln in lines)

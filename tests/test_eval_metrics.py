@@ -1,4 +1,5 @@
-"""Metrics against hand-computed tables: UNDECIDED/ERROR as not-YES, F1 = 0 on 0/0, macro over every task."""
+"""Metrics against hand-computed tables: UNDECIDED/ERROR as not-YES, F1 n/a without a positive label (left out of
+macro-F1), macro over every task that has one."""
 
 from __future__ import annotations
 
@@ -34,12 +35,34 @@ def test_mixed_table_by_hand():
     assert m.confusion["NO"] == {"YES": 1, "NO": 1, "UNDECIDED": 1, "ERROR": 1}
 
 
-def test_zero_over_zero_gives_zero_and_still_counts_in_macro():
+def test_no_positive_label_is_f1_na_and_left_out_of_macro():
     ev = evaluate(rows("cv", MIXED) + rows("wd", [("NO", "NO"), ("NO", "NO")]))
     wd = ev.per_task["wd"]
     assert (wd.tp, wd.fp, wd.fn) == (0, 0, 0)
-    assert wd.f1 == 0.0 and wd.precision == 0.0 and wd.recall == 0.0 and wd.accuracy == 1.0
-    assert ev.macro_f1 == pytest.approx((2 / 6 + 0.0) / 2)
+    assert wd.f1 is None and wd.recall is None and wd.precision == 0.0 and wd.accuracy == 1.0
+    assert ev.macro_f1 == pytest.approx(2 / 6)  # cv only: was (2/6 + 0)/2
+    assert ev.macro_tasks == ["cv"] and ev.no_positive_tasks == ["wd"]
+    text = format_text(ev)
+    assert "n/a" in text and "macro-F1 (mean over 1 task: cv)" in text
+    assert "wd: F1 n/a: no row labelled YES" in text and "left out of macro-F1" in text
+
+
+def test_a_run_with_no_mistake_has_macro_f1_one():
+    """The issue's measurement: every verdict right, one of four tasks with a positive label, read macro-F1 0.250
+    (the three tasks without one counted as F1 0); it must read 1.000."""
+    data = rows("cv", [("YES", "YES"), ("NO", "NO")]) + [
+        r for t in ("carbon", "ss", "gm") for r in rows(t, [("NO", "NO"), ("NO", "NO")])]
+    ev = evaluate(data)
+    assert ev.macro_f1 == pytest.approx(1.0)
+    assert ev.no_positive_tasks == ["carbon", "gm", "ss"]
+    assert "macro-F1 (mean over 1 task: cv): 1.000" in format_text(ev)
+
+
+def test_no_positive_label_anywhere_gives_macro_na():
+    ev = evaluate(rows("wd", [("NO", "NO"), ("NO", "YES")]))
+    assert ev.per_task["wd"].f1 is None and ev.per_task["wd"].precision == 0.0 and ev.macro_f1 is None
+    assert "macro-F1: n/a" in format_text(ev)
+    assert ev.to_json()["f1_not_applicable"] == ["wd"]
 
 
 def test_only_undecided_on_positives_is_all_false_negatives():
@@ -165,8 +188,8 @@ def test_cli_json_latest_run(tmp_path):
     assert {"n", "accuracy", "precision", "recall", "f1", "undecided", "errors"} <= set(cv)
     assert cv["n"] == 3 and cv["accuracy"] == pytest.approx(1 / 3) and cv["f1"] == pytest.approx(2 / 3)
     assert cv["undecided"] == pytest.approx(1 / 3)
-    assert out["per_task"]["wd"]["f1"] == 0.0
-    assert out["macro_f1"] == pytest.approx(1 / 3)
+    assert out["per_task"]["wd"]["f1"] is None  # no positive label: n/a
+    assert out["macro_f1"] == pytest.approx(2 / 3) and out["f1_not_applicable"] == ["wd"]
     assert out["unlabelled"] == 1
     assert (tmp_path / "plots" / "confusion.png").is_file()
 

@@ -255,7 +255,7 @@ def test_configuration_errors_exit_2_without_a_traceback(tmp_path, monkeypatch, 
     base = ["--candidates", str(csv), "--threads", "--workers", "1", "--no-dashboard"]
     cases = [
         (["--out", "cat", "--self-consistency-k", "3"], "self_consistency_k = 3 needs sampling"),
-        (["--out", str(tmp_path / "a-file")], "cannot use this folder as the catalog root"),
+        (["--out", str(tmp_path / "a-file")], "is a file"),  # click.Path(file_okay=False) refuses it
         (["--out", "cat", "--engine-option", "device"], "expected KEY=VALUE"),
         (["--out", "cat", "--run-date", "2024-13-01"], "run_date"),
     ]

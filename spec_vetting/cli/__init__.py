@@ -7,8 +7,7 @@ Exit codes: 0 done (per-candidate errors are rows, not failures); 1 the work cou
 from __future__ import annotations
 
 import importlib
-import logging
-import os
+import sys
 
 import click
 
@@ -65,9 +64,12 @@ def main() -> None:
       spec-vet run --candidates list.csv --task cv --out catalog/
       spec-vet eval catalog/                              metrics against labels
 
-    Set SPEC_VETTING_LOG=DEBUG for verbose logs.
+    Set SPEC_VETTING_LOG=DEBUG (or INFO, WARNING, ERROR) for spec-vetting's own logs, workers' included.
     """
-    logging.basicConfig(
-        level=os.environ.get("SPEC_VETTING_LOG", "WARNING").upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    from .logs import BadLogLevel, configure_logging
+
+    try:
+        configure_logging()
+    except BadLogLevel as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)

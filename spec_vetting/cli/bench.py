@@ -42,6 +42,11 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
 
     The first picture of each inspection is the row's own full view (`images`), as in training; --rerender draws it
     instead. The catalog's initial_image_source column says which each verdict was shown.
+
+    \b
+    Examples:
+      spec-vet bench specvi specvi/ --pattern 'test_*.parquet'                 rules engine
+      spec-vet bench specvi specvi/ --engine openai --endpoint http://gpu01:30000/v1 --json
     """
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run

@@ -28,7 +28,13 @@ def _check_root(root: str) -> None:
 @click.argument("root", type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def summary(root: str, as_json: bool) -> None:
-    """Runs under ROOT with counts by task and verdict, and errors by kind."""
+    """Runs under ROOT with counts by task and verdict, and errors by kind.
+
+    \b
+    Examples:
+      spec-vet catalog summary catalog/
+      spec-vet catalog summary catalog/ --json
+    """
     from ..catalog.read import summarize_catalog
     from ..evaluate import VERDICT_COLUMNS
 
@@ -56,7 +62,12 @@ def summary(root: str, as_json: bool) -> None:
 @catalog.command("runs")
 @click.argument("root", type=click.Path(file_okay=False))
 def runs(root: str) -> None:
-    """One line per run: id, status, date, counts."""
+    """One line per run: id, status, date, counts.
+
+    \b
+    Examples:
+      spec-vet catalog runs catalog/
+    """
     from ..catalog.read import latest_run_id, list_runs
 
     _check_root(root)
@@ -70,7 +81,13 @@ def runs(root: str) -> None:
 @catalog.command("schema")
 @click.argument("table", type=click.Choice(["verdicts", "turns"]))
 def schema(table: str) -> None:
-    """Every column of a catalog table with its type, unit and meaning."""
+    """Every column of a catalog table with its type, unit and meaning.
+
+    \b
+    Examples:
+      spec-vet catalog schema verdicts
+      spec-vet catalog schema turns
+    """
     from ..catalog.schema import TURNS_SCHEMA, VERDICTS_SCHEMA, column_docs
 
     for name, type_, unit, desc in column_docs(VERDICTS_SCHEMA if table == "verdicts" else TURNS_SCHEMA):

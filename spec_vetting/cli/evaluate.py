@@ -44,7 +44,14 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir):
     """Accuracy, precision, recall and F1 of YES per task, macro-F1, confusion and calibration of a run.
 
     UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, never a
-    false positive. Exit code 1 when the catalog or the label file cannot be read.
+    false positive. A task with no row labelled YES has F1 n/a and is left out of macro-F1 (the output names it).
+    Exit code 1 when the catalog or the label file cannot be read.
+
+    \b
+    Examples:
+      spec-vet eval catalog/                              latest run, labels from the candidate list
+      spec-vet eval catalog/ --labels decisions.csv --json
+      spec-vet eval catalog/ --run 20250101T020000Z-ab12cd --plots plots/
     """
     from ..evaluate import evaluate, format_text, write_plots
 

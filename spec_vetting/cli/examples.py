@@ -19,6 +19,11 @@ def make_examples(out_dir: Path, n: int, seed: int) -> None:
 
     Rerunning on the same DIR replaces the set written before (the files listed in DIR/.spec-vet-examples.json);
     a DIR holding a candidates.csv of another origin is refused, so no spectrum of yours is ever deleted.
+
+    \b
+    Examples:
+      spec-vet make-examples ex/ --n 40 --seed 1
+      spec-vet run --candidates ex/candidates.csv --task cv --out catalog/
     """
     if (out_dir / MARKER).is_file():
         remove_previous_examples(out_dir)

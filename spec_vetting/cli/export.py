@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
-from ..errors import SpecVettingError
+from ..errors import ConfigError, SpecVettingError
 
 _labels_option = click.option(
     "--labels", "labels_file", type=click.Path(exists=True, dir_okay=False),
@@ -58,12 +59,26 @@ def export():
 @_run_option
 @_tasks_file_option
 @click.option("--include-recovered", is_flag=True, help="also keep trajectories whose answer format was recovered")
-def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered):
-    """ShareGPT records of trajectories whose verdict a label or reviewer confirmed, images, dataset_info.json."""
+@click.option("--allow-non-model-traces", is_flag=True,
+              help="export a run of an engine that runs no model (rules): refused without this flag, since its "
+              "traces are not model output; every record names its engine either way")
+def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered, allow_non_model_traces):
+    """ShareGPT records of trajectories whose verdict a label or reviewer confirmed, images, dataset_info.json.
+
+    \b
+    Examples:
+      spec-vet export sft catalog/ -o sft/ --labels decisions.csv
+      spec-vet export sft catalog/ -o sft/ --include-recovered
+    """
     from ..export import export_sft
 
     data, labels, tasks_file = _load(root, run_id, labels_file, tasks_file)
-    summary = export_sft(data, out_dir, labels=labels, include_recovered=include_recovered, tasks_file=tasks_file)
+    try:
+        summary = export_sft(data, out_dir, labels=labels, include_recovered=include_recovered,
+                             tasks_file=tasks_file, allow_non_model=allow_non_model_traces)
+    except ConfigError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     click.echo(summary.text())
 
 
@@ -77,6 +92,10 @@ def verl(root, out_file, labels_file, run_id, tasks_file):
     """SpecVI-Bench-like Parquet rows (prompt, image, ground truth, create_kwargs) for GRPO with verl.
 
     The spectrum arrays are re-read from each candidate's file; rows whose file is gone are skipped and counted.
+
+    \b
+    Examples:
+      spec-vet export verl catalog/ -o grpo.parquet --labels decisions.csv
     """
     from ..export import export_verl
 

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, SpecVettingError
+from .complete import complete_task
 
 
 def _parse_target(value: str | None) -> int | str | None:
@@ -151,7 +152,8 @@ could not finish (unreadable file, servers down, ERROR verdict), 2 usage or conf
 
 @click.command("inspect", epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--task", "task_key", required=True, help="Task key, e.g. cv, carbon (cc), ss, gm, wd.")
+@click.option("--task", "task_key", required=True, shell_complete=complete_task,
+              help="Task key, e.g. cv, carbon (cc), ss, gm, wd.")
 @click.option("--target", help="DESI TARGETID, or a row for trimmed multi-target files.")
 @click.option("--engine", type=click.Choice(["rules", "local", "openai"]),
               help="Default: openai when --endpoint is given, else rules.")

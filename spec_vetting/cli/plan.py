@@ -52,6 +52,8 @@ def plan(candidates, gpus, catalog, run_id, turns, gen_tokens, prefill_rate, dec
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     per, tot = result.per_inspection, result.totals
+    if workload.note:
+        click.echo(f"note: {workload.note}")
     click.echo(f"workload from {workload.source}: {workload.turns:.1f} turns/inspection, "
                f"{workload.gen_tokens_per_turn:.0f} generated tokens/turn, pictures {workload.full_view_tokens} "
                f"(full view) and {workload.zoom_tokens} (zoom) image tokens")

@@ -44,7 +44,14 @@ def _target(value: str | None):
     "-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True), help="PNG file to write."
 )
 def render(path, target, window, redshift, title, output) -> None:
-    """Draw the Spec-o3 picture of the spectrum in PATH and write it to OUT.png."""
+    """Draw the Spec-o3 picture of the spectrum in PATH and write it to OUT.png.
+
+    \b
+    Examples:
+      spec-vet render spec-55862-B6212_sp06-006.fits -o full.png
+      spec-vet render spec-55862-B6212_sp06-006.fits --range 6500 6620 -o ha.png
+      spec-vet render coadd-main-dark-10378.fits --target 39627652591521181 --redshift 0.5 -o qso.png
+    """
     from ..io import read_spectrum
     from ..render import image_tokens, render_spectrum
 

@@ -31,9 +31,9 @@ def report(root, out_dir, run_id, only, threshold, per_file, images):
     in the browser as they go) and export a CSV; `spec-vet review import ROOT FILE.csv` brings it back as labels.
 
     \b
-    Example:
+    Examples:
       spec-vet report catalog/ -o review/
-      spec-vet report catalog/ -o queue/ --only review-queue
+      spec-vet report catalog/ -o queue/ --only review-queue --threshold 0.9
     """
     from ..catalog.read import read_run
     from ..report.page import write_pages

@@ -32,10 +32,12 @@ def review_queue(root, threshold, run_id):
     Columns: candidate_id, task, verdict, p_yes, status, review_reasons, reason (why UNDECIDED), error_kind and
     error_message (ERROR rows), path, target.
 
+    Open them in the browser with `spec-vet report ROOT -o DIR --only review-queue`.
+
     \b
-    Example:
+    Examples:
       spec-vet review-queue catalog/ > queue.csv
-      spec-vet report catalog/ -o review/ --only review-queue    the same verdicts in the browser
+      spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
     from ..catalog.read import read_run
     from ..confidence import review_queue as select

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError, SpecVettingError
+from .complete import complete_task
 
 
 def _job_option(field: str, *flags: str, **kwargs):
@@ -26,12 +27,13 @@ def _job_option(field: str, *flags: str, **kwargs):
 
 #: (job field, option) for every field of the job file (a test walks the schema to keep this complete)
 JOB_OPTIONS = [
-    _job_option("candidates", "--candidates", multiple=True,
+    _job_option("candidates", "--candidates", multiple=True, type=click.Path(), metavar="PATH",
                 help="Candidate source: table (CSV/Parquet/FITS), folder, glob, DESI coadd, SpecVI parquet. Repeatable."),
-    _job_option("tasks", "--task", multiple=True,
+    _job_option("tasks", "--task", multiple=True, shell_complete=complete_task,
                 help="Task key (cv, carbon, ss, gm, wd, ...). Repeatable. See `spec-vet tasks list`."),
-    _job_option("tasks_file", "--tasks-file", help="YAML file of extra or overriding tasks."),
-    _job_option("out", "--out", help="Catalog root (runs accumulate under it)."),
+    _job_option("tasks_file", "--tasks-file", type=click.Path(dir_okay=False),
+                help="YAML file of extra or overriding tasks."),
+    _job_option("out", "--out", type=click.Path(file_okay=False), help="Catalog root (runs accumulate under it)."),
     _job_option("engine.name", "--engine",
                 help="rules | openai | local | scripted | package.module:Class "
                 "(default: openai with --endpoint/--gateway, else rules)."),
@@ -71,6 +73,8 @@ JOB_OPTIONS = [
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
+    _job_option("cluster.scheduler_file", "--scheduler-file", type=click.Path(dir_okay=False),
+                help="Dask scheduler file of a running scheduler (dask scheduler --scheduler-file, dask-jobqueue)."),
     _job_option("cluster.workers", "--workers", type=int, help="LocalCluster worker processes (default: CPU count)."),
     _job_option("cluster.threads_per_worker", "--threads-per-worker", type=int,
                 help="Shards at once per worker (2)."),
@@ -127,6 +131,24 @@ def build_job(job_file: str | None, opts: dict):
             "`spec-vet run --candidates list.csv --task cv --out catalog/` (or `spec-vet run --example`)"
         )
     return job_from_dict(data, "command line")
+
+
+def check_ignored_settings(job, opts: dict) -> list[str]:
+    """Settings the job's engine does not use: :class:`ConfigError` for one given as an option (the command line
+    refuses it), a warning line for one from the job file or the environment (a job warns)."""
+    ignored = job.ignored_settings()
+    if not ignored:
+        return []
+    given = set(_overrides(opts))
+    flags = {p.name.replace("__", "."): p.opts[0] for p in run.params if isinstance(p, click.Option) and p.name}
+    engine = job.engine.resolved_name
+    on_line = [f for f in ignored if f in given]
+    if on_line:
+        raise ConfigError(f"{', '.join(flags.get(f, f) for f in on_line)}: not used by engine {engine}; drop "
+                          f"{'it' if len(on_line) == 1 else 'them'} or choose an engine that uses "
+                          f"{'it' if len(on_line) == 1 else 'them'}")
+    return [f"warning: engine {engine} does not use {', '.join(ignored)} (set in the job file or the environment): "
+            f"{'it is' if len(ignored) == 1 else 'they are'} ignored in this run"]
 
 
 def format_summary(outcome) -> str:
@@ -206,6 +228,17 @@ def run(job_file, example, fresh, progress, **opts):
     Rerunning the same command after a crash resumes the unfinished run (--fresh starts a new one).
     Exit codes: 0 finished (ERROR rows included) or nothing to vet, 1 could not finish (rerun to resume) or ERROR
     rate above --max-error-rate, 2 usage/configuration, 130/143 interrupted by SIGINT/SIGTERM (rerun to resume).
+
+    
+    Candidate tables (--candidates CSV, Parquet or FITS table; column names in any case, others ignored):
+      path          spectrum file (also: file, filename); relative paths resolve against the table's folder
+      candidate_id  stable id (default: the file name, plus -TARGETID for DESI)
+      target        DESI TARGETID or row inside a multi-target file (also: targetid)
+      task          run only this task for the row (default: every --task)
+      label         YES/NO (also y/n, true/false, t/f, 1/0, any case; empty = unknown), for eval
+      ra, dec       degrees, when the file has none
+      redrock       DESI redshift file to join (default: redrock-X.fits next to coadd-X.fits)
+    Folders, globs of FITS files, DESI coadds and SpecVI-Bench parquet files are candidate sources too.
     """
     if example:
         from ..pipeline.config import example_job_text
@@ -218,6 +251,8 @@ def run(job_file, example, fresh, progress, **opts):
     try:
         job = build_job(job_file, opts)
         _install_signal_handlers()
+        for line in check_ignored_settings(job, opts):
+            click.echo(line, err=True)
         outcome = run_job(job, fresh=fresh, progress=progress, echo=lambda s: click.echo(s, err=True))
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError
+from .complete import complete_task
 
 
 def _usage_error(exc: ConfigError) -> click.UsageError:
@@ -22,7 +23,13 @@ def tasks() -> None:
 @tasks.command("list")
 @click.option("--tasks-file", type=click.Path(dir_okay=False), help="YAML file of extra or overriding tasks.")
 def list_cmd(tasks_file: str | None) -> None:
-    """Every known task: key, aliases, class name, prompt version."""
+    """Every known task: key, aliases, class name, prompt version.
+
+    \b
+    Examples:
+      spec-vet tasks list
+      spec-vet tasks list --tasks-file tasks.yaml
+    """
     from ..inspect.tasks import list_tasks
 
     try:
@@ -36,10 +43,16 @@ def list_cmd(tasks_file: str | None) -> None:
 
 
 @tasks.command("show")
-@click.argument("key")
+@click.argument("key", shell_complete=complete_task)
 @click.option("--tasks-file", type=click.Path(dir_okay=False), help="YAML file of extra or overriding tasks.")
 def show_cmd(key: str, tasks_file: str | None) -> None:
-    """The full prompt text of one task, as sent after the image and a newline."""
+    """The full prompt text of one task, as sent after the image and a newline.
+
+    \b
+    Examples:
+      spec-vet tasks show cv
+      spec-vet tasks show mine --tasks-file tasks.yaml
+    """
     from ..inspect.tasks import get_task
 
     try:
@@ -71,6 +84,12 @@ def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revisio
 
     Give the files' paths, or --from-hub. Pass the written file with --tasks-file to drive the model with its
     training prompts.
+
+    \b
+    Examples:
+      spec-vet tasks import-specvi test_cv.parquet -o tasks.yaml
+      spec-vet tasks import-specvi --from-hub -o tasks.yaml                     needs network (huggingface_hub)
+      spec-vet run --candidates list.csv --task cv --tasks-file tasks.yaml --out catalog/
     """
     from ..inspect.prompts import class_name_from_prompt, specvi_task_prompts
     from ..inspect.tasks import Task, dump_tasks_yaml, get_task, load_tasks_file

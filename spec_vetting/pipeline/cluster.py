@@ -1,7 +1,15 @@
 """The Dask client a run submits its shards to: a LocalCluster sized to the machine, or a running scheduler.
 
 Nothing home-made for distribution: the same shard tasks run on a laptop, on SLURM through dask-jobqueue, or on
-Kubernetes, by pointing ``cluster.scheduler_address`` at that cluster's scheduler.
+Kubernetes, by pointing ``cluster.scheduler_address`` (or ``cluster.scheduler_file``, the JSON file
+``dask scheduler --scheduler-file`` and dask-jobqueue write) at that cluster's scheduler.
+
+Dask's own configuration stays in force: the printed dashboard link follows ``distributed.dashboard.link``, a
+LocalCluster's dashboard address ``distributed.scheduler.dashboard.address`` (``DASK_DISTRIBUTED__SCHEDULER__
+DASHBOARD__ADDRESS``; LocalCluster itself only takes it as an argument, so spec-vet reads that key beside Dask's
+other ``distributed.scheduler.dashboard`` keys; unset: ``:0``, a free port, so runs side by side never collide on
+8787), and Dask's logging follows ``logging`` / ``DASK_LOGGING__DISTRIBUTED``. Records of the ``spec_vetting`` logger on
+workers in other processes are forwarded to this process with ``Client.forward_logging``.
 """
 
 from __future__ import annotations
@@ -12,17 +20,41 @@ import signal
 import threading
 from contextlib import contextmanager
 
+from distributed.diagnostics.plugin import WorkerPlugin
+
 from .config import ClusterConfig
+
+log = logging.getLogger(__name__)
+
+#: the package's logger: the one level SPEC_VETTING_LOG sets, and the one forwarded from workers
+PACKAGE_LOGGER = "spec_vetting"
+#: Dask config key of a LocalCluster's dashboard address (read by spec-vet, beside Dask's dashboard keys)
+DASHBOARD_ADDRESS_KEY = "distributed.scheduler.dashboard.address"
 
 
 def default_workers(n_shards: int) -> int:
     return max(1, min(os.cpu_count() or 1, n_shards))
 
 
+def dashboard_address(enabled: bool = True) -> str | None:
+    """The LocalCluster dashboard address: Dask's config when set there, else ``:0``; None when disabled."""
+    if not enabled:
+        return None
+    import dask
+
+    value = dask.config.get(DASHBOARD_ADDRESS_KEY, None)
+    return ":0" if value in (None, "") else str(value)
+
+
+def dask_logging_configured(environ=None) -> bool:
+    """The user set Dask's own logging (``DASK_LOGGING__...``): then spec-vet leaves Dask's log levels alone."""
+    return any(k.startswith("DASK_LOGGING__") for k in (os.environ if environ is None else environ))
+
+
 def quiet_dask_logs() -> None:
-    """Dask logs every worker start and stop at INFO; keep its warnings and errors only, unless the user asked for
-    verbose logs with SPEC_VETTING_LOG=DEBUG or INFO."""
-    if os.environ.get("SPEC_VETTING_LOG", "").upper() in ("DEBUG", "INFO"):
+    """Dask logs every worker start and stop at INFO; keep its warnings and errors only, unless Dask's own logging
+    config asks for more (``DASK_LOGGING__DISTRIBUTED=info``). SPEC_VETTING_LOG never changes Dask's loggers."""
+    if dask_logging_configured():
         return
     for name in ("distributed", "distributed.scheduler", "distributed.nanny", "distributed.core",
                  "distributed.http.proxy", "distributed.worker"):
@@ -52,6 +84,56 @@ def plan_workers(cfg: ClusterConfig, n_shards: int, engine_cap: int | None) -> t
     return n, note
 
 
+class LogLevelPlugin(WorkerPlugin):
+    """Sets the ``spec_vetting`` logger's level on every worker, present and future, to the client's.
+
+    A worker's loggers keep Python's default (WARNING) otherwise, so DEBUG and INFO records would never reach the
+    forwarding handler (see ``Client.forward_logging``).
+    """
+
+    name = "spec-vetting-log-level"
+
+    def __init__(self, level: int):
+        self.level = level
+        self.client_pid = os.getpid()
+        self._previous: int | None = None
+
+    def setup(self, worker) -> None:
+        if os.getpid() == self.client_pid:  # a worker thread of the client's own process: its loggers are ours
+            return
+        logger = logging.getLogger(PACKAGE_LOGGER)
+        self._previous = logger.level
+        logger.setLevel(self.level)
+
+    def teardown(self, worker) -> None:
+        if self._previous is not None:
+            logging.getLogger(PACKAGE_LOGGER).setLevel(self._previous)
+
+
+def forward_worker_logs(client, level: int | None = None) -> int | None:
+    """Forward the workers' ``spec_vetting`` records at ``level`` (default: this process's effective level).
+
+    Not when a worker runs in this very process (threads of a LocalCluster started here): its records already
+    reach this process's handlers, and a forwarding handler there would hand them back again. Returns the level
+    forwarded, None when nothing is.
+    """
+    if os.getpid() in set((client.run(os.getpid) or {}).values()):
+        return None
+    if level is None:
+        level = logging.getLogger(PACKAGE_LOGGER).getEffectiveLevel()
+    client.register_plugin(LogLevelPlugin(level), name=LogLevelPlugin.name)
+    client.forward_logging(PACKAGE_LOGGER, level=level)
+    return level
+
+
+def _connect(cfg: ClusterConfig):
+    from distributed import Client
+
+    if cfg.scheduler_file:
+        return Client(scheduler_file=cfg.scheduler_file)
+    return Client(cfg.scheduler_address)
+
+
 @contextmanager
 def _children_ignore_sigint():
     """Worker processes started inside inherit "ignore SIGINT": Ctrl-C reaches the whole foreground process group,
@@ -77,11 +159,13 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
     from distributed import Client, LocalCluster
 
     quiet_dask_logs()
-    if cfg.scheduler_address:
-        client = Client(cfg.scheduler_address)
+    if cfg.remote:
+        client = _connect(cfg)
         try:
+            forward_worker_logs(client)
             addrs = sorted(client.scheduler_info().get("workers", {}))
             n = len(addrs) or 1
+            log.info("Dask scheduler %s: %d workers", client.scheduler.address, n)
             use, note = None, None
             if engine_cap is not None and n > engine_cap:
                 use = addrs[:engine_cap]
@@ -93,18 +177,23 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
             client.close()
         return
     n, note = plan_workers(cfg, n_shards, engine_cap)
+    address = dashboard_address(cfg.dashboard)
     with _children_ignore_sigint():
         cluster = LocalCluster(
             n_workers=n,
             threads_per_worker=cfg.threads_per_worker,
             processes=cfg.processes,
             memory_limit=cfg.memory_limit or "auto",
-            dashboard_address=":0",  # a free port: never collides with another cluster on 8787
-            silence_logs=logging.ERROR,
+            dashboard_address=address,
+            silence_logs=False if dask_logging_configured() else logging.ERROR,
         )
     try:
         client = Client(cluster)
         try:
+            if cfg.processes:  # threads share this process's loggers: nothing to forward
+                forward_worker_logs(client)
+            log.info("Dask LocalCluster: %d worker %s x %d threads, dashboard %s", n,
+                     "processes" if cfg.processes else "threads", cfg.threads_per_worker, address or "off")
             yield client, n, None, note
         finally:
             client.close()

@@ -121,6 +121,10 @@ class ClusterConfig(_Strict):
     scheduler_address: str | None = Field(
         None, description="address of a running Dask scheduler (tcp://host:8786); the cluster fields below are ignored"
     )
+    scheduler_file: str | None = Field(
+        None, description="Dask scheduler file (JSON) of a running scheduler, as `dask scheduler --scheduler-file` "
+        "and dask-jobqueue write it; instead of scheduler_address; the cluster fields below are then ignored",
+    )
     workers: int | None = Field(
         None, ge=1, description="LocalCluster worker processes (default: CPU count, at most the number of shards)"
     )
@@ -131,7 +135,22 @@ class ClusterConfig(_Strict):
     )
     processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
     memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
-    dashboard: bool = Field(True, description="serve the Dask dashboard (address printed at start)")
+    dashboard: bool = Field(
+        True, description="serve the Dask dashboard (link printed at start); a LocalCluster's address comes from Dask's "
+        "config key distributed.scheduler.dashboard.address (DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__ADDRESS; "
+        "default ':0', a free port), the printed link from distributed.dashboard.link",
+    )
+
+    @property
+    def remote(self) -> bool:
+        """Shards run on a cluster started elsewhere (its workers are other processes)."""
+        return bool(self.scheduler_address or self.scheduler_file)
+
+    @model_validator(mode="after")
+    def _one_scheduler(self) -> "ClusterConfig":
+        if self.scheduler_address and self.scheduler_file:
+            raise ValueError("give scheduler_address or scheduler_file, not both")
+        return self
 
 
 class BudgetConfig(_Strict):
@@ -209,6 +228,31 @@ class JobConfig(_Strict):
         description="fail the run (exit 1, FAILED in run.log) when the fraction of ERROR verdicts is above this "
         "(0-1), e.g. 0.5 catches an unmounted data folder; null = never",
     )
+
+    def ignored_settings(self) -> list[str]:
+        """Dotted fields this job sets that its engine does not use (the engine class says which: its
+        ``ignored_settings``; ``sampling.logprobs`` is unused by an engine whose p_yes does not come from logprobs).
+
+        E.g. ``--engine rules`` with a GPU job file: ``engine.endpoints`` and ``sampling.logprobs``.
+        """
+        from ..engines import engine_class
+
+        name = self.engine.resolved_name
+        cls = engine_class(name)
+        ignored_fn = getattr(cls, "ignored_settings", None)
+        ignored = ignored_fn(self.engine.settings(self.max_inflight_per_endpoint)) if ignored_fn else []
+        out: list[str] = []
+        for setting in ignored:
+            if setting == "endpoints":
+                out += [f"engine.{f}" for f in ("endpoints", "gateway") if getattr(self.engine, f)]
+            else:
+                out.append(f"engine.{setting}")
+        if getattr(cls, "p_yes_source", None) != "logprobs":
+            if self.sampling.logprobs:
+                out.append("sampling.logprobs")
+            if self.sampling.top_logprobs:
+                out.append("sampling.top_logprobs")
+        return out
 
     @field_validator("run_id")
     @classmethod
@@ -296,6 +340,8 @@ def _resolve_paths(data: dict, base: Path) -> dict:
     for key in ("out", "tasks_file"):
         if key in data:
             data[key] = fix(data[key])
+    if isinstance(data.get("cluster"), dict) and data["cluster"].get("scheduler_file"):
+        data["cluster"] = {**data["cluster"], "scheduler_file": fix(data["cluster"]["scheduler_file"])}
     return data
 
 

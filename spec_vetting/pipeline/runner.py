@@ -466,7 +466,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
         # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
         # there are never more engines than the cap (dask_client), so each gets at least one slot
-        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.scheduler_address) else 1
+        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.remote) else 1
         per_engine = max(1, cap // engines_in_flight)
         if capped and per_engine * engines_in_flight < cap:
             echo(f"note: max_inflight_per_endpoint {cap} over {engines_in_flight} worker engines: {per_engine} each "

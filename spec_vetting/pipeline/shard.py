@@ -351,6 +351,9 @@ def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> d
 def run_shard(spec: ShardSpec) -> dict[str, Any]:
     """Dask task entry point: the shard's inspections on this worker's shared engine, then its files."""
     t0 = time.perf_counter()
+    log.debug("shard %s: %d pairs on engine %s", spec.shard_id, len(spec.items), spec.engine_name)
     host = engine_host(spec.engine_name, spec.engine_options)
     results = host.run(inspect_items(spec, host.engine))
-    return _write_shard(spec, RunStore(spec.root, spec.run_id, spec.run_date), results, time.perf_counter() - t0)
+    summary = _write_shard(spec, RunStore(spec.root, spec.run_id, spec.run_date), results, time.perf_counter() - t0)
+    log.info("shard %s done in %.1f s", spec.shard_id, time.perf_counter() - t0)
+    return summary
