@@ -387,13 +387,7 @@ class LocalEngine(Engine):
             pad_token_id=self.inputs.pad_token_id,
         )
         recorder = _TopLogprobRecorder(TOP_LOGPROBS) if s.logprobs else None
-        kwargs = {
-            "input_ids": batch.input_ids.to(self.device),
-            "attention_mask": batch.attention_mask.to(self.device),
-        }
-        if batch.pixel_values is not None:
-            kwargs["pixel_values"] = batch.pixel_values.to(self.device, dtype=self.model.dtype)
-            kwargs["image_grid_thw"] = batch.image_grid_thw.to(self.device)
+        kwargs = batch.model_kwargs(self.device, self.model.dtype)  # mm_token_type_ids included: 3-D positions
         with self._generate_lock, torch.inference_mode():
             if s.seed is not None:
                 torch.manual_seed(s.seed)
