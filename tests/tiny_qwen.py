@@ -433,6 +433,17 @@ def _tiny_model_dir(request, tmp_path_factory) -> Path:
 
 
 def _trained_model_dir(tiny: Path, request, tmp_path_factory) -> Path:
+    return trained_folder(tiny, _cache_root(request, tmp_path_factory))
+
+
+def trained_model_folder(cache_root: Path) -> Path:
+    """The trained tiny model under ``cache_root`` (built there once), for scripts outside pytest (benchmarks)."""
+    tiny = cached_folder(cache_root, "tiny-qwen", _build_key(), build_tiny_qwen)
+    return trained_folder(tiny, cache_root)
+
+
+def trained_folder(tiny: Path, cache_root: Path) -> Path:
+    """``tiny`` after memorising the trajectory (:func:`train_tiny_qwen`), cached under ``cache_root``."""
     conversation = trajectory_conversation()
     key = {**_build_key(), "base": tiny.name, "conversation": hashlib.sha256(
         json.dumps(conversation, sort_keys=True).encode()).hexdigest()}
@@ -443,7 +454,7 @@ def _trained_model_dir(tiny: Path, request, tmp_path_factory) -> Path:
         if stats["min_margin"] <= 0:
             raise AssertionError(f"the tiny model did not memorise the trajectory: {stats}")
 
-    return cached_folder(_cache_root(request, tmp_path_factory), "tiny-qwen-trained", key, build)
+    return cached_folder(cache_root, "tiny-qwen-trained", key, build)
 
 
 try:  # fixtures for the test modules that import them (tests/test_local_engine*.py)

@@ -56,7 +56,7 @@ class VLLMServer:
 
     def __init__(self, model_dir: Path, log_path: Path, *, served_name: str = SERVED_NAME,
                  venv: Path = VLLM_VENV, max_model_len: int = 4096, extra_args: tuple[str, ...] = ()):
-        self.model_dir = Path(model_dir)
+        self.model_dir = Path(model_dir).resolve()  # the server runs in the log's folder
         self.log_path = Path(log_path)
         self.served_name = served_name
         self.venv = Path(venv)
