@@ -19,9 +19,9 @@ API::
 
 Pluggable replies: ``FakeOpenAIServer(reply=fn)`` with ``fn(messages, body) -> str | dict``; ``messages`` is the
 request's OpenAI message list (images as ``data:image/png;base64,...`` URLs, see :func:`image_bytes`), a ``str`` is
-sent as the assistant text, a ``dict`` as the whole response JSON. A model can be plugged in this way (the
-LOCAL-MODEL engineer serves the tiny Qwen through it). ``p_yes`` sets the probability reported in ``logprobs`` for
-the token after ``\\boxed{`` when a request asks for logprobs. ``usage=False`` leaves usage out;
+sent as the assistant text, a ``dict`` as the whole response JSON. (The tiny Qwen is served by a real vLLM server
+in tests/test_vllm_server.py, not here: this server is for faults.) ``p_yes`` sets the probability reported in
+``logprobs`` for the token after ``\\boxed{`` when a request asks for logprobs. ``usage=False`` leaves usage out;
 ``cached_tokens=False`` leaves ``prompt_tokens_details`` out. For benchmarks: several servers with ``delay_s``.
 """
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEPLOY_TEMPLATE = REPO / "deploy" / "chat_template.jinja"
 
 #: bump when anything below changes what is written; cached folders are keyed by it
-TINY_QWEN_VERSION = "tiny-qwen-2"
+TINY_QWEN_VERSION = "tiny-qwen-3"
 
 #: Qwen2.5's added tokens, in Qwen's id order. ``special`` as Qwen marks them: the tool-call tags are plain added
 #: tokens, so a server decoding with skip_special_tokens keeps them in the assistant text.
@@ -125,15 +125,18 @@ def tiny_config(tokenizer):
     vocab = ((len(tokenizer) + 63) // 64) * 64
     text = dict(
         vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
+        # head_dim 128 / 4 = 32: the smallest head vLLM's CPU attention kernels take (32..512), so the same
+        # checkpoint runs in process and under a real vLLM server (tests/test_vllm_server.py)
+        hidden_size=128,
+        intermediate_size=256,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=8192,
         rms_norm_eps=1e-6,
-        # head_dim 16: the three multimodal rope sections (time, height, width) must sum to head_dim / 2
-        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [2, 3, 3]},
+        # the three multimodal rope sections (time, height, width) must sum to head_dim / 2 = 16; Qwen2.5-VL's own
+        # [16, 24, 24] (head_dim 128) scaled by a quarter
+        rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [4, 6, 6]},
         bos_token_id=ids["<|endoftext|>"],
         eos_token_id=ids["<|im_end|>"],
         pad_token_id=ids["<|endoftext|>"],
@@ -141,10 +144,10 @@ def tiny_config(tokenizer):
     )
     vision = dict(
         depth=2,
-        hidden_size=32,
-        intermediate_size=64,
-        num_heads=2,
-        out_hidden_size=64,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,  # head_dim 32 in the vision tower too
+        out_hidden_size=128,  # the text hidden size
         patch_size=14,
         spatial_merge_size=2,
         temporal_patch_size=2,
@@ -274,8 +277,8 @@ def train_tiny_qwen(base: Path, out: Path, conversations: list[list[dict]], *, m
         opt.zero_grad()
         total, worst, losses = 0.0, float("inf"), []
         for full, labels in examples:
-            res = model(input_ids=full.input_ids, attention_mask=full.attention_mask, pixel_values=full.pixel_values,
-                        image_grid_thw=full.image_grid_thw, labels=labels)
+            # mm_token_type_ids in the inputs: trained with the 3-D image positions a real server uses
+            res = model(**full.model_kwargs(), labels=labels)
             losses.append(res.loss)
             total += float(res.loss.detach())
             with torch.no_grad():  # logits at t predict token t+1
@@ -313,18 +316,31 @@ TRAJ_FINAL = "<think>Broad Balmer emission lines are present.</think>\n<answer>\
 
 
 def fixed_spectrum():
-    """A fixed CV-like spectrum (blue continuum, broad Balmer emission) on a coarse LAMOST-like grid, z = 0."""
+    """A fixed CV-like spectrum (blue continuum, broad Balmer emission) on LAMOST's own grid, z = 0.
+
+    Flux values are float32 numbers, so a LAMOST file holds the spectrum exactly (:func:`write_fixed_spectrum`):
+    the CLI reading that file renders the same pictures the model was trained on.
+    """
     import numpy as np
 
+    from spec_vetting.fixtures.grids import lamost_grid
     from spec_vetting.spectrum import Spectrum, SpectrumMeta
 
-    wl = np.linspace(3700.0, 9100.0, 1400)
+    wl = lamost_grid()
     flux = 2.0 - wl / 9100.0
     for center, amp in [(6563.0, 3.0), (4861.0, 2.0), (4340.0, 1.5), (4102.0, 1.0)]:
         flux = flux + amp * np.exp(-0.5 * ((wl - center) / 12.0) ** 2)
+    flux = flux.astype(np.float32).astype(np.float64)
     n = wl.size
     meta = SpectrumMeta(survey="lamost", variant="synthetic", path="fixed-cv", redshift=0.0)
     return Spectrum(wl, flux, np.ones(n), np.zeros(n, dtype=bool), "1e-17 erg/s/cm2/A", meta)
+
+
+def write_fixed_spectrum(path: Path) -> Path:
+    """:func:`fixed_spectrum` as a LAMOST DR1 file (a pure log10 grid and float32 flux: read back unchanged)."""
+    from spec_vetting.fixtures.writers import write_spectrum
+
+    return write_spectrum(fixed_spectrum(), path, "lamost-lrs-dr1-image")
 
 
 def spectrum_renderer():
@@ -417,6 +433,17 @@ def _tiny_model_dir(request, tmp_path_factory) -> Path:
 
 
 def _trained_model_dir(tiny: Path, request, tmp_path_factory) -> Path:
+    return trained_folder(tiny, _cache_root(request, tmp_path_factory))
+
+
+def trained_model_folder(cache_root: Path) -> Path:
+    """The trained tiny model under ``cache_root`` (built there once), for scripts outside pytest (benchmarks)."""
+    tiny = cached_folder(cache_root, "tiny-qwen", _build_key(), build_tiny_qwen)
+    return trained_folder(tiny, cache_root)
+
+
+def trained_folder(tiny: Path, cache_root: Path) -> Path:
+    """``tiny`` after memorising the trajectory (:func:`train_tiny_qwen`), cached under ``cache_root``."""
     conversation = trajectory_conversation()
     key = {**_build_key(), "base": tiny.name, "conversation": hashlib.sha256(
         json.dumps(conversation, sort_keys=True).encode()).hexdigest()}
@@ -427,7 +454,7 @@ def _trained_model_dir(tiny: Path, request, tmp_path_factory) -> Path:
         if stats["min_margin"] <= 0:
             raise AssertionError(f"the tiny model did not memorise the trajectory: {stats}")
 
-    return cached_folder(_cache_root(request, tmp_path_factory), "tiny-qwen-trained", key, build)
+    return cached_folder(cache_root, "tiny-qwen-trained", key, build)
 
 
 try:  # fixtures for the test modules that import them (tests/test_local_engine*.py)

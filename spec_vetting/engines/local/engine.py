@@ -407,13 +407,7 @@ class LocalEngine(Engine):
             pad_token_id=self.inputs.pad_token_id,
         )
         recorder = _TopLogprobRecorder(TOP_LOGPROBS) if s.logprobs else None
-        kwargs = {
-            "input_ids": batch.input_ids.to(self.device),
-            "attention_mask": batch.attention_mask.to(self.device),
-        }
-        if batch.pixel_values is not None:
-            kwargs["pixel_values"] = batch.pixel_values.to(self.device, dtype=self.model.dtype)
-            kwargs["image_grid_thw"] = batch.image_grid_thw.to(self.device)
+        kwargs = batch.model_kwargs(self.device, self.model.dtype)  # mm_token_type_ids included: 3-D positions
         with self._generate_lock, torch.inference_mode():
             if s.seed is not None:
                 torch.manual_seed(s.seed)
@@ -450,40 +444,6 @@ class LocalEngine(Engine):
                 logprobs,
             ))
         return replies
-
-    # ---- serving the model over the OpenAI protocol (tests' loopback server, small demos) ---------------------
-
-    def chat_completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A ``POST /v1/chat/completions`` response body for a request body, as SGLang would answer (blocking).
-
-        Honours ``messages``, ``temperature``, ``top_p``, ``max_tokens``, ``seed``, ``logprobs`` and
-        ``top_logprobs``; usage counts real tokens (image tokens included). A ``tools`` field is ignored, as the
-        Spec-o3 client never sends one.
-        """
-        sampling = Sampling(
-            temperature=float(body.get("temperature", 0.0) or 0.0),
-            top_p=float(body.get("top_p", 1.0) or 1.0),
-            max_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or 2048),
-            seed=body.get("seed"),
-            logprobs=bool(body.get("logprobs")),
-            top_logprobs=int(body.get("top_logprobs") or 0),
-        )
-        reply, logprobs = self._generate([GenerationRequest(list(body.get("messages") or []), sampling)])[0]
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": reply.text},
-                                  "finish_reason": reply.finish_reason}
-        if logprobs is not None:
-            choice["logprobs"] = logprobs
-        u = reply.usage
-        return {
-            "id": f"chatcmpl-local-{time.time_ns()}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": self.model_path.name,
-            "choices": [choice],
-            "usage": {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens,
-                      "total_tokens": (u.prompt_tokens or 0) + (u.completion_tokens or 0),
-                      "prompt_tokens_details": {"cached_tokens": u.cached_tokens}},
-        }
 
     def _openai_logprobs(self, body: list[int], recorder: _TopLogprobRecorder, row: int, top: int) -> dict:
         """``choices[0].logprobs`` in the OpenAI format for the generated tokens of batch row ``row``."""

@@ -134,6 +134,22 @@ class QwenBatch:
     image_grid_thw: torch.Tensor | None  # (n_images, 3)
     prompt_tokens: list[int]  # per conversation, image tokens included (what a server reports)
     image_tokens: list[int]  # per conversation
+    #: (B, L) int, 1 at image tokens, 0 elsewhere. Qwen2.5-VL's multimodal rotary positions (3-D over each image,
+    #: text after an image continuing from the image's extent) are only computed by transformers 5.x when this is
+    #: passed to the model; without it every position is 1-D and the prompt is not the one the model was trained on
+    mm_token_type_ids: torch.Tensor | None = None
+
+    def model_kwargs(self, device=None, dtype=None) -> dict[str, Any]:
+        """The tensors a Qwen2.5-VL forward pass or ``generate`` takes, on ``device`` (pixels cast to ``dtype``)."""
+        kwargs = {
+            "input_ids": self.input_ids.to(device),
+            "attention_mask": self.attention_mask.to(device),
+            "mm_token_type_ids": self.mm_token_type_ids.to(device),
+        }
+        if self.pixel_values is not None:
+            kwargs["pixel_values"] = self.pixel_values.to(device, dtype=dtype)
+            kwargs["image_grid_thw"] = self.image_grid_thw.to(device)
+        return kwargs
 
 
 class QwenInputBuilder:
@@ -212,4 +228,5 @@ class QwenInputBuilder:
         for i, r in enumerate(widened):  # left padding: generation continues every row at the same column
             input_ids[i, width - len(r) :] = torch.tensor(r, dtype=torch.long)
             mask[i, width - len(r) :] = 1
-        return QwenBatch(input_ids, mask, pixel_values, grid, [len(r) for r in widened], image_tokens)
+        mm_types = (input_ids == self.image_token_id).to(torch.int32)
+        return QwenBatch(input_ids, mask, pixel_values, grid, [len(r) for r in widened], image_tokens, mm_types)
