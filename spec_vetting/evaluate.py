@@ -111,7 +111,7 @@ class Evaluation:
             "table1_comparable": self.table1_comparable,
             "reward_scored": {k: {"f1": m.f1, "accuracy": m.accuracy, "tp": m.tp, "fp": m.fp, "fn": m.fn,
                                   "tn": m.tn} for k, m in self.reward_per_task.items()},
-            "reward_scored_macro_f1": _mean([m.f1 for m in self.reward_per_task.values()]),
+            "reward_scored_macro_f1": _mean([m.f1 for m in self.reward_per_task.values() if m.f1 is not None]),
             "calibration": {"n": cal.n, "ece": cal.ece, "brier": cal.brier, "sources": cal.sources,
                             "bins": [asdict(b) for b in cal.bins]},
             "note": ABSTAIN_NOTE,
