@@ -133,9 +133,12 @@ def test_run_writes_one_row_per_pair_and_the_traces(tmp_path, fake_candidates):
     turns = read_turns(job.out, out.run_id, candidate_ids=["c-0"]).to_pylist()
     cv = sorted((t for t in turns if t["task"] == "cv"), key=lambda t: t["turn"])
     assert [t["turn"] for t in cv] == [-1, 0, 1]
-    assert cv[0]["image_png"].startswith(b"\x89PNG") and cv[0]["assistant_text"] is None
+    # pictures by reference: hash, title, renderer version (the bytes only with store_pictures)
+    assert cv[0]["image_png"] is None and len(cv[0]["picture_sha256"]) == 64 and cv[0]["assistant_text"] is None
+    assert cv[0]["picture_title"] == "Spectrum" and cv[0]["renderer_version"] and cv[0]["zoom_min"] is None
     assert json.loads(cv[1]["tool_call"])["arguments"]["wavelength_range"] == [6500, 6620]
-    assert cv[1]["image_png"].startswith(b"\x89PNG") and cv[1]["zoom_min"] == 6500.0
+    assert cv[1]["picture_sha256"] is not None and cv[1]["zoom_min"] == 6500.0
+    assert cv[2]["picture_sha256"] is None
     assert "boxed{YES}" in cv[2]["assistant_text"]
     # provenance
     m = read_manifest(job.out, out.run_id)
@@ -162,6 +165,7 @@ def test_resume_after_a_crash_finishes_only_what_is_missing(tmp_path, fake_candi
         for p in (tmp_path / "cat").rglob(f"part-{first.run_id}-{marker.stem}.parquet"):
             p.unlink()
     tmp = store.partition("verdicts", "cv") / f"_tmp-dead-part-{first.run_id}-x.parquet"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_bytes(b"half")
     m = read_manifest(job.out, first.run_id)
     m["status"] = "running"
@@ -192,11 +196,16 @@ def test_a_rerun_of_a_done_shard_replaces_its_rows(tmp_path, fake_candidates):
     assert len(_rows(job.out)) == 12
 
 
-def test_finished_run_then_same_command_starts_a_new_run_and_fresh_too(tmp_path, fake_candidates):
+def test_finished_run_then_same_command_does_nothing_and_fresh_starts_a_new_run(tmp_path, fake_candidates):
     job = _job(tmp_path)
     a = runner.run_job(job, progress=False, echo=lambda s: None)
-    b = runner.run_job(job, progress=False, echo=lambda s: None)
-    assert b.run_id != a.run_id and not b.resumed
+    messages = []
+    same = runner.run_job(job, progress=False, echo=messages.append)
+    assert same.status == "nothing_to_do" and same.run_id == a.run_id
+    assert any("nothing to do" in m and a.run_id in m for m in messages)
+    assert len(_rows(job.out)) == 12 and len(list((tmp_path / "cat" / "_runs").glob("2*"))) == 1
+    b = runner.run_job(job, fresh=True, progress=False, echo=lambda s: None)
+    assert b.run_id != a.run_id and not b.resumed and b.status == "finished"
     assert len(_rows(job.out)) == 24 and len(_rows(job.out, b.run_id)) == 12
     assert latest_run_id(job.out) == b.run_id
 
@@ -218,7 +227,7 @@ def test_explicit_run_id_and_date(tmp_path, fake_candidates):
     job = _job(tmp_path, run_id="nightly-1", run_date="2024-03-05")
     out = runner.run_job(job, progress=False, echo=lambda s: None)
     assert out.run_id == "nightly-1"
-    assert (tmp_path / "cat" / "verdicts" / "run_date=2024-03-05" / "task=cv").is_dir()
+    assert list((tmp_path / "cat" / "verdicts" / "2024-03-05").glob("part-nightly-1-cv-0.parquet"))
     with pytest.raises(ConfigError, match="already exists"):
         runner.run_job(job, progress=False, echo=lambda s: None)
 
@@ -320,8 +329,8 @@ def test_incremental_revets_with_another_model_or_prompt_version(tmp_path, fake_
     fake_candidates["cands"] = _cands(2)
     job = _job(tmp_path, incremental=True)
     runner.run_job(job, progress=False, echo=lambda s: None)
-    again = runner.run_job(job, progress=False, echo=lambda s: None)
-    assert again.status == "finished" and again.summary["n_verdicts"] == 0
+    again = runner.run_job(job, progress=False, echo=lambda s: None)  # the same command: nothing to do
+    assert again.status == "nothing_to_do" and again.summary["n_verdicts"] == 0
     other_model = _job(tmp_path, incremental=True,
                        engine={"name": "scripted", "options": {"replies": [ANSWER_YES], "model": "other"}})
     out = runner.run_job(other_model, progress=False, echo=lambda s: None)

@@ -156,7 +156,8 @@ def _with_job_options(command):
 @click.argument("job_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--example", is_flag=True, help="Print a commented example job file and exit.")
 @_with_job_options
-@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an unfinished one.")
+@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an unfinished one, or of doing "
+              "nothing when the same command already finished.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def run(job_file, example, fresh, progress, **opts):
     """Vet candidates in batch: shards on Dask, verdicts and traces to a Parquet catalog under --out.
@@ -200,6 +201,8 @@ def run(job_file, example, fresh, progress, **opts):
             err=True,
         )
         sys.exit(1)
+    if outcome.status == "nothing_to_do":  # the run_job message said which run; exit 0
+        return
     click.echo(format_summary(outcome))
     if outcome.status != "finished":
         click.echo(

@@ -50,6 +50,7 @@ class ShardSpec:
     tasks_file: str | None = None
     concurrency: int = 8
     self_consistency_k: int = 1
+    store_pictures: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -246,7 +247,8 @@ def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> d
     for item, result, spectrum, z in results:
         row = verdict_row(result, item.candidate, spectrum, run_id=spec.run_id, shard_id=spec.shard_id, redshift=z)
         verdicts[item.task].append(row)
-        turns[item.task].extend(turn_rows(result, run_id=spec.run_id, shard_id=spec.shard_id))
+        turns[item.task].extend(turn_rows(result, run_id=spec.run_id, shard_id=spec.shard_id, title=spec.title,
+                                          store_pictures=spec.store_pictures))
         by_task[item.task][result.verdict] += 1
         if result.verdict == "ERROR":
             errors[result.error_kind or "error"] += 1
