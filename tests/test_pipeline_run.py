@@ -366,3 +366,58 @@ def test_incremental_resume_keeps_its_first_selection(tmp_path, fake_candidates)
     assert len(rows) == 8 and {(r["candidate_id"], r["task"]) for r in rows} == {
         (f"c-{i}", t) for i in range(2, 6) for t in ("cv", "wd")}
     assert store.read_incremental_skips() == {(f"c-{i}", t) for i in range(2) for t in ("cv", "wd")}
+
+
+def _files(root, table):
+    return sorted(p.relative_to(root / table).as_posix() for p in (root / table).rglob("*.parquet"))
+
+
+def test_runs_end_compacted_with_task_and_run_date_columns(tmp_path, fake_candidates):
+    import pyarrow.parquet as pq
+
+    out = runner.run_job(_job(tmp_path, shard_size=2, run_date="2024-05-06"), progress=False, echo=lambda s: None)
+    root = tmp_path / "cat"
+    # 6 shards, but one file per (table, task): the file count does not follow the shard count
+    assert _files(root, "verdicts") == [f"2024-05-06/part-{out.run_id}-{t}-0.parquet" for t in ("cv", "wd")]
+    assert len(_files(root, "turns")) == 2 and _files(root, "current") == ["cv.parquet", "wd.parquet"]
+    assert not (root / "_runs" / out.run_id / "parts").exists()
+    one = pq.read_table(root / "verdicts" / _files(root, "verdicts")[0])  # a file read alone keeps task and date
+    assert set(one.column("task").to_pylist()) == {"cv"} and set(one.column("run_date").to_pylist()) == {"2024-05-06"}
+    assert "_healpix_29" in one.column_names and out.summary["compaction"]["rows"]["verdicts"] == 12
+
+
+def test_current_view_over_three_incremental_nights(tmp_path, fake_candidates):
+    from spec_vetting.catalog.read import read_current
+
+    job = _job(tmp_path, incremental=True)
+    fake_candidates["cands"] = _cands(4, broken={3: "corrupt"})
+    n1 = runner.run_job(job, progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(6, broken={5: "corrupt"})  # c-3 readable now, c-4 and c-5 new
+    n2 = runner.run_job(job, progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(8, broken={5: "corrupt"})  # c-5 still broken, c-6 and c-7 new
+    n3 = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert len({n1.run_id, n2.run_id, n3.run_id}) == 3
+    cur = {(r["candidate_id"], r["task"]): r for r in read_current(tmp_path / "cat").to_pylist()}
+    assert len(cur) == read_current(tmp_path / "cat").num_rows == 16  # one row per (candidate, task)
+    for t in ("cv", "wd"):
+        assert {cur[(f"c-{i}", t)]["run_id"] for i in (0, 1, 2)} == {n1.run_id}  # vetted once, kept
+        assert cur[("c-3", t)]["run_id"] == n2.run_id and cur[("c-3", t)]["verdict"] == "YES"  # ERROR retried
+        assert cur[("c-4", t)]["run_id"] == n2.run_id
+        assert cur[("c-5", t)]["run_id"] == n3.run_id and cur[("c-5", t)]["verdict"] == "ERROR"
+        assert {cur[(f"c-{i}", t)]["run_id"] for i in (6, 7)} == {n3.run_id}
+    # the history keeps every run's rows; the current view is what we believe now
+    assert len(_rows(job.out)) == 8 + 6 + 6
+
+
+def test_store_pictures_keeps_each_picture_once(tmp_path, fake_candidates):
+    import pyarrow.parquet as pq
+
+    fake_candidates["cands"] = _cands(2)
+    runner.run_job(_job(tmp_path, store_pictures=True), progress=False, echo=lambda s: None)
+    pics = pq.read_table(next((tmp_path / "cat" / "pictures").rglob("*.parquet")))
+    # the constant test picture: one row, however many turns and tasks showed it
+    assert pics.num_rows == 1 and pics.column("image_png")[0].as_py() == TINY_PNG
+    from spec_vetting.catalog.read import read_run
+
+    data = read_run(tmp_path / "cat")
+    assert data.initial_image("c-0", "cv") == TINY_PNG

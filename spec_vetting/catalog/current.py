@@ -23,7 +23,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .read import dataset, list_runs
-from .schema import CURRENT_DIR, file_schema
+from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
 
 #: a non-ERROR verdict outranks any ERROR, then the later run wins, then (same run) the new attempt's row
 _NOT_ERROR = 1 << 40
@@ -83,6 +83,12 @@ def update_current(root, run_id: str) -> dict[str, int]:
         else:
             keep = pc.unique(new_k.column("candidate_id"))
 
+        lengths: dict[str, int] = {}
+        for f in verdicts.files if hasattr(verdicts, "files") else []:
+            lengths_in(pq.read_schema(f), lengths)
+        if old is not None:
+            lengths_in(pq.read_schema(path), lengths)
+
         def batches():
             for b in verdicts.to_batches(filter=flt & pc.field("candidate_id").isin(keep), batch_size=1 << 16):
                 yield b
@@ -90,7 +96,7 @@ def update_current(root, run_id: str) -> dict[str, int]:
                 for b in old.to_batches(filter=~pc.field("candidate_id").isin(keep), batch_size=1 << 16):
                     yield b
 
-        out[task] = _write_atomic(path, schema, batches())
+        out[task] = _write_atomic(path, with_reader_metadata(schema, lengths), batches())
     return out
 
 

@@ -218,8 +218,9 @@ class RunData:
         return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
-def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> RunData:
-    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None."""
+def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True) -> RunData:
+    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
+    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference)."""
     root = Path(root)
     if not (root / "verdicts").is_dir():
         raise CatalogReadError(
@@ -240,6 +241,10 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> Run
     data = RunData(root=str(root), run_id=str(run_id), verdicts=verdicts.to_pylist())
     if with_turns:
         data.turns = _read_turns(root, str(run_id))
+        if pictures:
+            from .pictures import fill_pictures
+
+            fill_pictures(root, data.verdicts, data.turns)
     return data
 
 

@@ -211,3 +211,71 @@ def file_schema(table: str) -> pa.Schema:
         meta[b"description"] = (b"One row per (candidate, task): the latest verdict of a finished shard (a later "
                                 b"ERROR does not replace an earlier answer), with the run that gave it.")
     return pa.schema(list(base) + derived, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------------- other readers
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def text_lengths(table: pa.Table | pa.RecordBatch, into: dict[str, int] | None = None) -> dict[str, int]:
+    """The longest value (characters, or bytes for binary) of each text column, merged into ``into``."""
+    import pyarrow.compute as pc
+
+    out = {} if into is None else into
+    for f in table.schema:
+        if _is_text(f.type):
+            col = table.column(f.name)
+            n = pc.max(pc.binary_length(col) if pa.types.is_binary(f.type) else pc.utf8_length(col)).as_py()
+            out[f.name] = max(out.get(f.name, 1), n or 1)
+    return out
+
+
+def with_reader_metadata(schema: pa.Schema, lengths: dict[str, int] | None = None) -> pa.Schema:
+    """``schema`` with what pandas and astropy need to read a file exactly, written into every catalog file:
+
+    - ``pandas``: integer columns as pandas' nullable ``Int64``/``Int32``, so ``pd.read_parquet`` keeps ids such
+      as a DESI TARGETID exact (the default would turn a column with nulls into float64);
+    - ``table_meta_yaml`` (units and descriptions) and ``table::len::<column>`` (longest text), which
+      ``astropy.table.Table.read`` uses (without them it fails on a column of nulls).
+    """
+    import json
+
+    import yaml
+
+    meta = {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(b"table::len::")}
+    cols = []
+    for f in schema:
+        if pa.types.is_integer(f.type):
+            bits = f.type.bit_width
+            cols.append({"name": f.name, "field_name": f.name, "pandas_type": f"int{bits}",
+                         "numpy_type": f"Int{bits}", "metadata": None})
+    meta[b"pandas"] = json.dumps({"index_columns": [], "column_indexes": [], "columns": cols,
+                                  "creator": {"library": "spec_vetting", "version": SCHEMA_VERSION},
+                                  "pandas_version": "2.2.0"}).encode()
+    datatype = []
+    for f in schema:
+        fm = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+        entry = {"name": f.name}
+        if fm.get("unit"):
+            entry["unit"] = fm["unit"]
+        if fm.get("description"):
+            entry["description"] = fm["description"]
+        datatype.append(entry)
+    meta[b"table_meta_yaml"] = yaml.safe_dump({"datatype": datatype}, sort_keys=False, width=1 << 16).encode()
+    for f in schema:
+        if _is_text(f.type):
+            meta[f"table::len::{f.name}".encode()] = str((lengths or {}).get(f.name, 1)).encode()
+    return schema.with_metadata(meta)
+
+
+def lengths_in(schema: pa.Schema, into: dict[str, int] | None = None) -> dict[str, int]:
+    """The ``table::len::`` values a file's schema carries (see :func:`with_reader_metadata`), merged into ``into``."""
+    out = {} if into is None else into
+    for k, v in (schema.metadata or {}).items():
+        if k.startswith(b"table::len::"):
+            name = k[len(b"table::len::"):].decode()
+            out[name] = max(out.get(name, 1), int(v))
+    return out

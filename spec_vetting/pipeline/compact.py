@@ -31,7 +31,17 @@ import pyarrow.parquet as pq
 from ..catalog.current import rebuild_current, update_current
 from ..catalog.healpix import healpix29_array
 from ..catalog.read import list_runs, read_manifest
-from ..catalog.schema import PICTURES_DIR, PICTURES_SCHEMA, RUNS_DIR, TABLES, file_schema
+from ..catalog.schema import (
+    PICTURES_DIR,
+    PICTURES_SCHEMA,
+    RUNS_DIR,
+    TABLES,
+    file_schema,
+    table_schema,
+    lengths_in,
+    text_lengths,
+    with_reader_metadata,
+)
 from .store import RunStore, _tmp_name
 
 log = logging.getLogger(__name__)
@@ -215,7 +225,17 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
         for task in sorted(tasks):
             files = parts[table].get(task, [])
             restaged = pa.array(sorted({_shard_of(p, run_id) for p in files}), pa.string())
-            sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", schema, target_bytes=target_bytes)
+            # first pass: the longest text of each column (astropy's Table.read needs it in the schema)
+            lengths: dict[str, int] = {}
+            for p in earlier:
+                lengths_in(pq.read_schema(p), lengths)
+            text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
+                         (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
+            for path in files:
+                text_lengths(pq.read_table(path, columns=text_cols), lengths)
+            lengths.update(run_date=len(run_date), task=max(1, len(task)))
+            out_schema = with_reader_metadata(schema, lengths)
+            sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", out_schema, target_bytes=target_bytes)
             try:
                 if earlier_ds is not None:
                     flt = (pc.field("run_id") == run_id) & (pc.field("task") == task)
@@ -223,9 +243,9 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
                     if done is not None:
                         flt = flt & pc.field("shard_id").isin(pa.array(sorted(done), pa.string()))
                     for batch in earlier_ds.to_batches(filter=flt, batch_size=1 << 16):
-                        sink.write(pa.Table.from_batches([batch], schema=schema))
+                        sink.write(pa.Table.from_batches([batch]).cast(out_schema))
                 for path in files:
-                    t = _conform(pq.read_table(path), schema, {"run_date": run_date, "task": task})
+                    t = _conform(pq.read_table(path), out_schema, {"run_date": run_date, "task": task})
                     if table == "verdicts":
                         t = _add_healpix(t)
                     else:
