@@ -44,11 +44,13 @@ def _batches(root, current: bool, where: str | None, run_id: str | None):
 
     con = duckdb.connect()
     con.register("catalog", data)
-    cond = f"({where})" + (" AND run_id = $run" if run_id else "")
+    cond = f"({where})"
+    if run_id:
+        cond += " AND run_id = '" + str(run_id).replace("'", "''") + "'"
     cols = ", ".join(f'"{n}"' for n in names)
     try:
-        rel = con.execute(f"SELECT {cols} FROM catalog WHERE {cond}", {"run": run_id} if run_id else {})
-        reader = rel.fetch_record_batch(1 << 16)
+        rel = con.sql(f"SELECT {cols} FROM catalog WHERE {cond}")
+        reader = rel.to_arrow_reader(1 << 16) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(1 << 16)
     except duckdb.Error as exc:
         raise CatalogReadError(f"--where {where!r}: {exc}") from exc
 
@@ -63,15 +65,17 @@ def _astropy_table(schema: pa.Schema, batches):
     from astropy.table import MaskedColumn, Table
 
     table = pa.Table.from_batches(list(batches), schema=schema)
-    out = Table(meta={"description": (schema.metadata or {}).get(b"description", b"").decode(),
-                      "schema_version": (schema.metadata or {}).get(b"spec_vetting.schema_version", b"").decode()})
+    md = schema.metadata or {}
+    # FITS keywords: at most 8 characters
+    out = Table(meta={"CATALOG": md.get(b"spec_vetting.schema", b"").decode(),
+                      "SCHEMAV": md.get(b"spec_vetting.schema_version", b"").decode()})
     for f in schema:
         col = table.column(f.name)
         fm = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
         mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         t = f.type
         if pa.types.is_timestamp(t):
-            text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S", unit="ms") if len(col) else col.cast(pa.string())
+            text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S") if len(col) else col.cast(pa.string())
             values = np.array([v or "" for v in text.to_pylist()], dtype=str if len(col) else "U1")
             desc = fm.get("description", "") + " (ISO 8601, UTC)"
             out[f.name] = MaskedColumn(values, mask=mask, description=desc)
@@ -124,6 +128,13 @@ def export_catalog(root, out: str | os.PathLike, fmt: str, *, current: bool = Fa
                 w.write_table(pa.Table.from_batches([b]).cast(final), row_group_size=1 << 17)
         tmp.unlink()
         return n
+    import warnings
+
+    from astropy.units import UnitsWarning
+
     table = _astropy_table(schema, batches)
-    table.write(str(out), format=_ASTROPY_FORMAT[fmt], overwrite=overwrite)
+    with warnings.catch_warnings():
+        # VOUnit calls Angstrom deprecated (TOPCAT and astropy read it): the catalog's unit stays as documented
+        warnings.simplefilter("ignore", UnitsWarning)
+        table.write(str(out), format=_ASTROPY_FORMAT[fmt], overwrite=overwrite)
     return len(table)

@@ -122,7 +122,7 @@ def export(root, fmt, output, current, where, run_id) -> None:
     click.echo(f"{n} row(s) -> {output}")
 
 
-@catalog.command("picture")
+@catalog.command("picture", context_settings={"ignore_unknown_options": True})
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.argument("candidate")
 @click.argument("task")

@@ -34,7 +34,6 @@ from ..catalog.read import list_runs, read_manifest
 from ..catalog.schema import (
     PICTURES_DIR,
     PICTURES_SCHEMA,
-    RUNS_DIR,
     TABLES,
     file_schema,
     table_schema,
@@ -263,13 +262,12 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
         for p in folder.glob(f"part-{run_id}-*.parquet") if folder.is_dir() else []:
             if p.resolve() not in keep:
                 p.unlink(missing_ok=True)
-    # an older root's per-shard files of this run, now rewritten
+    # an older root's per-shard files of this run: rewritten, or of unfinished shards (never counted)
     for table in TABLES:
-        for task, files in parts[table].items():
-            for p in files:
-                if RUNS_DIR not in p.parts[len(root.parts):]:
-                    p.unlink(missing_ok=True)
-                    _remove_empty_dirs(p.parent, stop=root / table)
+        legacy = root / table / f"run_date={run_date}"
+        for p in sorted(legacy.glob(f"task=*/part-{run_id}-*.parquet")) if legacy.is_dir() else []:
+            p.unlink(missing_ok=True)
+            _remove_empty_dirs(p.parent, stop=root / table)
     return {"files": {t: len(v) for t, v in written.items()} | {"pictures": len(written_pictures)}, "rows": rows}
 
 
