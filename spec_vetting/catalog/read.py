@@ -218,9 +218,11 @@ class RunData:
         return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
-def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True) -> RunData:
+def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
+             columns: list[str] | None = None) -> RunData:
     """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
-    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference)."""
+    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference). ``columns``:
+    only these verdict columns (plus run_id, candidate_id, task), for readers that need few (evaluation: memory)."""
     root = Path(root)
     if not (root / "verdicts").is_dir():
         raise CatalogReadError(
@@ -233,7 +235,9 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictur
         if table.num_rows == 0:
             raise CatalogReadError(f"{root}: the catalog holds no run yet; run `spec-vet run` first")
         run_id = _latest(table)
-    verdicts = read_verdicts(root, run_id=run_id)
+    if columns is not None:
+        columns = list(dict.fromkeys(["run_id", "candidate_id", "task", *columns]))
+    verdicts = read_verdicts(root, run_id=run_id, columns=columns)
     if verdicts.num_rows == 0:
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"

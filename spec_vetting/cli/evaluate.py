@@ -14,7 +14,9 @@ def load_labelled_run(root, run_id, labels_file):
     from ..catalog.labels import attach_labels, read_label_file
     from ..catalog.read import read_run
 
-    data = read_run(root, run_id, with_turns=False)
+    from ..evaluate import EVAL_COLUMNS
+
+    data = read_run(root, run_id, with_turns=False, columns=EVAL_COLUMNS)
     labels = read_label_file(labels_file) if labels_file else None
     attach_labels(data.verdicts, labels)
     return data
