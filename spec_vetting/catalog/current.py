@@ -29,8 +29,10 @@ from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
 _NOT_ERROR = 1 << 40
 
 
-def _ranks(root) -> dict[str, int]:
-    return {r["run_id"]: 2 * (k + 1) for k, r in enumerate(list_runs(root))}
+def _ranks(root, folding: str | None = None) -> dict[str, int]:
+    """Run order by start (seconds); among runs started in the same second the one being folded in is the later."""
+    runs = sorted(list_runs(root), key=lambda r: (r.get("started_at") or "", r["run_id"] == folding, r["run_id"]))
+    return {r["run_id"]: 2 * (k + 1) for k, r in enumerate(runs)}
 
 
 def _priority(table: pa.Table, ranks: dict[str, int], bonus: int) -> pa.Array:
@@ -64,7 +66,7 @@ def update_current(root, run_id: str) -> dict[str, int]:
         return {}
     in_run = pc.field("run_id") == run_id
     tasks = sorted(set(verdicts.to_table(columns=["task"], filter=in_run).column("task").to_pylist()))
-    ranks = _ranks(root)
+    ranks = _ranks(root, run_id)
     schema = file_schema("current")
     out = {}
     for task in tasks:

@@ -242,7 +242,7 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictur
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"
         )
-    data = RunData(root=str(root), run_id=str(run_id), verdicts=verdicts.to_pylist())
+    data = RunData(root=str(root), run_id=str(run_id), verdicts=records(verdicts))
     if with_turns:
         data.turns = _read_turns(root, str(run_id))
         if pictures:
@@ -250,6 +250,23 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictur
 
             fill_pictures(root, data.verdicts, data.turns)
     return data
+
+
+def records(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()`` with each distinct text value one shared Python object (a run's verdict, task, engine
+    and model columns repeat): about half the memory of plain ``to_pylist`` at a million rows."""
+    cols = {}
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_string(col.type) and col.num_chunks <= 1 and len(col):
+            enc = pc.dictionary_encode(col.combine_chunks() if col.num_chunks else col)
+            values = enc.dictionary.to_pylist()
+            idx = enc.indices.to_pylist()
+            cols[name] = [None if i is None else values[i] for i in idx]
+        else:
+            cols[name] = col.to_pylist()
+    names = list(cols)
+    return [dict(zip(names, row)) for row in zip(*(cols[n] for n in names))] if names else []
 
 
 def run_manifest(root, run_id: str) -> dict:

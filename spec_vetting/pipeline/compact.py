@@ -231,7 +231,12 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
             text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
                          (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
             for path in files:
-                text_lengths(pq.read_table(path, columns=text_cols), lengths)
+                known = lengths_in(pq.read_schema(path))
+                if known:  # written by this version's shards
+                    for k, v in known.items():
+                        lengths[k] = max(lengths.get(k, 1), v)
+                else:  # an older root's part
+                    text_lengths(pq.read_table(path, columns=text_cols), lengths)
             lengths.update(run_date=len(run_date), task=max(1, len(task)))
             out_schema = with_reader_metadata(schema, lengths)
             sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", out_schema, target_bytes=target_bytes)

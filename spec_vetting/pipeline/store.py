@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, PARTS_DIR, RUNS_DIR
+from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, PARTS_DIR, RUNS_DIR, text_lengths
 
 
 class RunStore:
@@ -153,6 +153,10 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     tmp = _tmp_name(path)
     # PNG bytes are already compressed: no dictionary for the image column, zstd for the text
     no_dict = [c for c in ("image_png",) if c in table.column_names]
+    # the longest text per column, for the compacted file's astropy metadata (read from this footer, not the data)
+    lengths = text_lengths(table.drop_columns(no_dict))
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           **{f"table::len::{k}": str(v) for k, v in lengths.items()}})
     pq.write_table(
         table,
         tmp,
