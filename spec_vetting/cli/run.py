@@ -63,6 +63,8 @@ JOB_OPTIONS = [
     _job_option("title", "--title", help="Plot title of the pictures ('Spectrum', as in training)."),
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
+    _job_option("store_pictures", "--store-pictures/--no-store-pictures",
+                help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     _job_option("cluster.workers", "--workers", type=int, help="LocalCluster worker processes (default: CPU count)."),
     _job_option("cluster.threads_per_worker", "--threads-per-worker", type=int,
