@@ -118,6 +118,11 @@ class Evaluation:
         }
 
 
+#: the verdict columns evaluation reads (the CLI reads only these: memory follows rows x these columns)
+EVAL_COLUMNS = ["verdict", "recovered_verdict", "label", "p_yes", "p_yes_source", "engine", "model", "path", "survey",
+                "variant", "status"]
+
+
 def _mean(values):
     return sum(values) / len(values) if values else None
 

@@ -150,6 +150,14 @@ def test_kill_9_then_resume_gives_the_uninterrupted_catalog(tmp_path):
     assert read_manifest(tmp_path / "cat", run_dir.name)["status"] == "running"
     n_done = len(list((run_dir / "shards").glob("*.done")))
     assert 1 <= n_done < 3
+    # the killed attempt never compacted: its rows are staged, not in the catalog
+    assert read_verdicts(tmp_path / "cat").num_rows == 0
+    # `catalog compact` puts the finished shards in (only those), without duplicates
+    r = _run(["catalog", "compact", tmp_path / "cat"], env)
+    assert r.returncode == 0, r.stderr
+    partial = _catalog_rows(tmp_path / "cat")
+    assert 0 < len(partial) < 5 and all(row in _catalog_rows(tmp_path / "ref") for row in partial)
+    assert len({(row["candidate_id"], row["task"]) for row in partial}) == len(partial)
 
     r = _run(["run", job], env)  # the same command again
     assert r.returncode == 0, r.stderr
@@ -161,6 +169,16 @@ def test_kill_9_then_resume_gives_the_uninterrupted_catalog(tmp_path):
     assert len(got) == 5 and got == want
     assert _turn_rows(tmp_path / "cat") == _turn_rows(tmp_path / "ref")
     assert not list((tmp_path / "cat").rglob("_tmp-*"))
+    # few files: one per (table, task), whatever the number of shards; no staged parts left
+    tasks = {row["task"] for row in got}
+    assert len(list((tmp_path / "cat" / "verdicts").rglob("*.parquet"))) == len(tasks)
+    assert not (run_dir / "parts").exists()
+    assert len(read_verdicts(tmp_path / "cat", columns=["candidate_id"]).column(0)) == 5
+
+    # idempotent: the same command on the finished run does nothing, says so, exit 0
+    r = _run(["run", job], env)
+    assert r.returncode == 0 and "nothing to do" in r.stderr and run_dir.name in r.stderr
+    assert _catalog_rows(tmp_path / "cat") == want
 
     r = _run(["catalog", "summary", tmp_path / "cat"], env)
     assert r.returncode == 0 and run_dir.name in r.stdout and "(latest)" in r.stdout

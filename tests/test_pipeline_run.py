@@ -133,9 +133,12 @@ def test_run_writes_one_row_per_pair_and_the_traces(tmp_path, fake_candidates):
     turns = read_turns(job.out, out.run_id, candidate_ids=["c-0"]).to_pylist()
     cv = sorted((t for t in turns if t["task"] == "cv"), key=lambda t: t["turn"])
     assert [t["turn"] for t in cv] == [-1, 0, 1]
-    assert cv[0]["image_png"].startswith(b"\x89PNG") and cv[0]["assistant_text"] is None
+    # pictures by reference: hash, title, renderer version (the bytes only with store_pictures)
+    assert cv[0]["image_png"] is None and len(cv[0]["picture_sha256"]) == 64 and cv[0]["assistant_text"] is None
+    assert cv[0]["picture_title"] == "Spectrum" and cv[0]["renderer_version"] and cv[0]["zoom_min"] is None
     assert json.loads(cv[1]["tool_call"])["arguments"]["wavelength_range"] == [6500, 6620]
-    assert cv[1]["image_png"].startswith(b"\x89PNG") and cv[1]["zoom_min"] == 6500.0
+    assert cv[1]["picture_sha256"] is not None and cv[1]["zoom_min"] == 6500.0
+    assert cv[2]["picture_sha256"] is None
     assert "boxed{YES}" in cv[2]["assistant_text"]
     # provenance
     m = read_manifest(job.out, out.run_id)
@@ -162,6 +165,7 @@ def test_resume_after_a_crash_finishes_only_what_is_missing(tmp_path, fake_candi
         for p in (tmp_path / "cat").rglob(f"part-{first.run_id}-{marker.stem}.parquet"):
             p.unlink()
     tmp = store.partition("verdicts", "cv") / f"_tmp-dead-part-{first.run_id}-x.parquet"
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     tmp.write_bytes(b"half")
     m = read_manifest(job.out, first.run_id)
     m["status"] = "running"
@@ -192,11 +196,16 @@ def test_a_rerun_of_a_done_shard_replaces_its_rows(tmp_path, fake_candidates):
     assert len(_rows(job.out)) == 12
 
 
-def test_finished_run_then_same_command_starts_a_new_run_and_fresh_too(tmp_path, fake_candidates):
+def test_finished_run_then_same_command_does_nothing_and_fresh_starts_a_new_run(tmp_path, fake_candidates):
     job = _job(tmp_path)
     a = runner.run_job(job, progress=False, echo=lambda s: None)
-    b = runner.run_job(job, progress=False, echo=lambda s: None)
-    assert b.run_id != a.run_id and not b.resumed
+    messages = []
+    same = runner.run_job(job, progress=False, echo=messages.append)
+    assert same.status == "nothing_to_do" and same.run_id == a.run_id
+    assert any("nothing to do" in m and a.run_id in m for m in messages)
+    assert len(_rows(job.out)) == 12 and len(list((tmp_path / "cat" / "_runs").glob("2*"))) == 1
+    b = runner.run_job(job, fresh=True, progress=False, echo=lambda s: None)
+    assert b.run_id != a.run_id and not b.resumed and b.status == "finished"
     assert len(_rows(job.out)) == 24 and len(_rows(job.out, b.run_id)) == 12
     assert latest_run_id(job.out) == b.run_id
 
@@ -218,7 +227,7 @@ def test_explicit_run_id_and_date(tmp_path, fake_candidates):
     job = _job(tmp_path, run_id="nightly-1", run_date="2024-03-05")
     out = runner.run_job(job, progress=False, echo=lambda s: None)
     assert out.run_id == "nightly-1"
-    assert (tmp_path / "cat" / "verdicts" / "run_date=2024-03-05" / "task=cv").is_dir()
+    assert list((tmp_path / "cat" / "verdicts" / "2024-03-05").glob("part-nightly-1-cv-0.parquet"))
     with pytest.raises(ConfigError, match="already exists"):
         runner.run_job(job, progress=False, echo=lambda s: None)
 
@@ -320,8 +329,8 @@ def test_incremental_revets_with_another_model_or_prompt_version(tmp_path, fake_
     fake_candidates["cands"] = _cands(2)
     job = _job(tmp_path, incremental=True)
     runner.run_job(job, progress=False, echo=lambda s: None)
-    again = runner.run_job(job, progress=False, echo=lambda s: None)
-    assert again.status == "finished" and again.summary["n_verdicts"] == 0
+    again = runner.run_job(job, progress=False, echo=lambda s: None)  # the same command: nothing to do
+    assert again.status == "nothing_to_do" and again.summary["n_verdicts"] == 0
     other_model = _job(tmp_path, incremental=True,
                        engine={"name": "scripted", "options": {"replies": [ANSWER_YES], "model": "other"}})
     out = runner.run_job(other_model, progress=False, echo=lambda s: None)
@@ -357,3 +366,58 @@ def test_incremental_resume_keeps_its_first_selection(tmp_path, fake_candidates)
     assert len(rows) == 8 and {(r["candidate_id"], r["task"]) for r in rows} == {
         (f"c-{i}", t) for i in range(2, 6) for t in ("cv", "wd")}
     assert store.read_incremental_skips() == {(f"c-{i}", t) for i in range(2) for t in ("cv", "wd")}
+
+
+def _files(root, table):
+    return sorted(p.relative_to(root / table).as_posix() for p in (root / table).rglob("*.parquet"))
+
+
+def test_runs_end_compacted_with_task_and_run_date_columns(tmp_path, fake_candidates):
+    import pyarrow.parquet as pq
+
+    out = runner.run_job(_job(tmp_path, shard_size=2, run_date="2024-05-06"), progress=False, echo=lambda s: None)
+    root = tmp_path / "cat"
+    # 6 shards, but one file per (table, task): the file count does not follow the shard count
+    assert _files(root, "verdicts") == [f"2024-05-06/part-{out.run_id}-{t}-0.parquet" for t in ("cv", "wd")]
+    assert len(_files(root, "turns")) == 2 and _files(root, "current") == ["cv.parquet", "wd.parquet"]
+    assert not (root / "_runs" / out.run_id / "parts").exists()
+    one = pq.read_table(root / "verdicts" / _files(root, "verdicts")[0])  # a file read alone keeps task and date
+    assert set(one.column("task").to_pylist()) == {"cv"} and set(one.column("run_date").to_pylist()) == {"2024-05-06"}
+    assert "_healpix_29" in one.column_names and out.summary["compaction"]["rows"]["verdicts"] == 12
+
+
+def test_current_view_over_three_incremental_nights(tmp_path, fake_candidates):
+    from spec_vetting.catalog.read import read_current
+
+    job = _job(tmp_path, incremental=True)
+    fake_candidates["cands"] = _cands(4, broken={3: "corrupt"})
+    n1 = runner.run_job(job, progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(6, broken={5: "corrupt"})  # c-3 readable now, c-4 and c-5 new
+    n2 = runner.run_job(job, progress=False, echo=lambda s: None)
+    fake_candidates["cands"] = _cands(8, broken={5: "corrupt"})  # c-5 still broken, c-6 and c-7 new
+    n3 = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert len({n1.run_id, n2.run_id, n3.run_id}) == 3
+    cur = {(r["candidate_id"], r["task"]): r for r in read_current(tmp_path / "cat").to_pylist()}
+    assert len(cur) == read_current(tmp_path / "cat").num_rows == 16  # one row per (candidate, task)
+    for t in ("cv", "wd"):
+        assert {cur[(f"c-{i}", t)]["run_id"] for i in (0, 1, 2)} == {n1.run_id}  # vetted once, kept
+        assert cur[("c-3", t)]["run_id"] == n2.run_id and cur[("c-3", t)]["verdict"] == "YES"  # ERROR retried
+        assert cur[("c-4", t)]["run_id"] == n2.run_id
+        assert cur[("c-5", t)]["run_id"] == n3.run_id and cur[("c-5", t)]["verdict"] == "ERROR"
+        assert {cur[(f"c-{i}", t)]["run_id"] for i in (6, 7)} == {n3.run_id}
+    # the history keeps every run's rows; the current view is what we believe now
+    assert len(_rows(job.out)) == 8 + 6 + 6
+
+
+def test_store_pictures_keeps_each_picture_once(tmp_path, fake_candidates):
+    import pyarrow.parquet as pq
+
+    fake_candidates["cands"] = _cands(2)
+    runner.run_job(_job(tmp_path, store_pictures=True), progress=False, echo=lambda s: None)
+    pics = pq.read_table(next((tmp_path / "cat" / "pictures").rglob("*.parquet")))
+    # the constant test picture: one row, however many turns and tasks showed it
+    assert pics.num_rows == 1 and pics.column("image_png")[0].as_py() == TINY_PNG
+    from spec_vetting.catalog.read import read_run
+
+    data = read_run(tmp_path / "cat")
+    assert data.initial_image("c-0", "cv") == TINY_PNG

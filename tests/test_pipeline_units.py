@@ -166,6 +166,10 @@ def test_agreed_columns_exist():
 
 
 def test_readers_on_an_empty_and_a_written_root(tmp_path):
+    import hashlib
+
+    from spec_vetting.pipeline.compact import compact_and_update
+
     assert read_verdicts(tmp_path).num_rows == 0 and "task" in read_verdicts(tmp_path).column_names
     assert latest_run_id(tmp_path) is None and list_runs(tmp_path) == []
     for run_id, date in (("r1", "2024-01-01"), ("r2", "2024-01-02")):
@@ -177,20 +181,25 @@ def test_readers_on_an_empty_and_a_written_root(tmp_path):
         write_parquet_atomic(store.partition("turns", "cv") / store.part_name("s0"), rows_to_table(turns, "turns"))
         write_json_atomic(store.manifest_path, {"run_id": run_id, "run_date": date, "status": "finished",
                                                 "started_at": date})
+        # staged parts count once compacted (what a run does at its end)
+        assert read_verdicts(tmp_path, run_id).num_rows == 0
+        compact_and_update(tmp_path, run_id, date, {"s0"})
     # a temporary file of a crashed writer is invisible
-    (tmp_path / "verdicts" / "run_date=2024-01-01" / "task=cv" / "_tmp-x-part.parquet").write_bytes(b"junk")
+    (tmp_path / "verdicts" / "2024-01-01" / "_tmp-x-part.parquet").write_bytes(b"junk")
     t = read_verdicts(tmp_path)
     assert t.num_rows == 6 and set(t.column("task").to_pylist()) == {"cv"}
     assert t.schema.field("verdict").type == pa.string()
     assert read_verdicts(tmp_path, "r2").column("run_date").to_pylist() == ["2024-01-02"] * 3
-    assert read_turns(tmp_path, "r1", candidate_ids=["c0"]).column("image_png").to_pylist() == [b"\x89PNG"]
+    # stored picture bytes move to pictures/ (by sha256); the turn keeps the reference
+    [turn] = read_turns(tmp_path, "r1", candidate_ids=["c0"]).to_pylist()
+    assert turn["image_png"] is None and turn["picture_sha256"] == hashlib.sha256(b"\x89PNG").hexdigest()
     assert read_turns(tmp_path, candidate_ids=["zz"]).num_rows == 0
     assert [r["run_id"] for r in list_runs(tmp_path)] == ["r1", "r2"] and latest_run_id(tmp_path) == "r2"
-    # readable without this package: plain pyarrow with hive partitioning
+    # readable without this package: plain pyarrow, task and run_date inside the files
     import pyarrow.dataset as ds
 
-    plain = ds.dataset(str(tmp_path / "verdicts"), format="parquet", partitioning="hive").to_table()
-    assert plain.num_rows == 6
+    plain = ds.dataset(str(tmp_path / "verdicts"), format="parquet").to_table()
+    assert plain.num_rows == 6 and set(plain.column("task").to_pylist()) == {"cv"}
 
 
 # --- plan and shards -------------------------------------------------------------------------------------------

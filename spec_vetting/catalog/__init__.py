@@ -6,6 +6,8 @@
   Arrow table (:func:`~.rows.rows_to_table`, which refuses unknown or missing columns);
 - :mod:`.healpix`: the ``healpix`` column's pixel index;
 - :mod:`.read`: verdict and turn tables, run records, one run as Python records (:class:`~.read.RunData`);
+- :mod:`.current`: the current view (one row per candidate and task); :mod:`.pictures`: pictures by reference,
+  re-rendered and hash-checked; :mod:`.export`: FITS/VOTable/ECSV/CSV/Parquet exports;
 - :mod:`.labels`: ground truth for a run from the ``label`` column, label files and review-page exports.
 
 The catalog sits above ``inspect`` (label files use its task aliases) and below ``pipeline``, which writes it, and
@@ -15,7 +17,7 @@ The names below are the reading API the README documents (``spec_vetting.catalog
 this package imports from the modules themselves.
 """
 
-from .read import latest_run_id, list_runs, read_manifest, read_run, read_turns, read_verdicts
+from .read import latest_run_id, list_runs, read_current, read_manifest, read_run, read_turns, read_verdicts
 from .schema import TURNS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "VERDICTS_SCHEMA",
     "latest_run_id",
     "list_runs",
+    "read_current",
     "read_manifest",
     "read_run",
     "read_turns",

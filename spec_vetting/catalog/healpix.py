@@ -85,3 +85,27 @@ def healpix_or_none(ra: float | None, dec: float | None, nside: int = CATALOG_NS
         return None
     pix = int(ang2pix_nest(nside, ra, dec)[0])
     return None if pix < 0 else pix
+
+
+#: HATS / LSDB's spatial index: order 29 (nside 2**29), NESTED, in a column named ``_healpix_29``
+HATS_ORDER = 29
+
+
+def healpix29_array(ra, dec):
+    """The ``_healpix_29`` column for Arrow (or numpy) ra/dec in degrees: order-29 NESTED indices from cdshealpix
+    (the library hats uses), null where ra or dec is missing, not finite or out of range."""
+    import pyarrow as pa
+    from astropy import units as u
+    from cdshealpix.nested import lonlat_to_healpix
+
+    def values(col):
+        if isinstance(col, (pa.ChunkedArray, pa.Array)):
+            return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+        return np.asarray(col, dtype=np.float64)
+
+    ra_v, dec_v = values(ra), values(dec)
+    ok = np.isfinite(ra_v) & np.isfinite(dec_v) & (np.abs(dec_v) <= 90.0)
+    out = np.zeros(ra_v.shape, dtype=np.int64)
+    if ok.any():
+        out[ok] = lonlat_to_healpix(np.mod(ra_v[ok], 360.0) * u.deg, dec_v[ok] * u.deg, HATS_ORDER)
+    return pa.array(out, pa.int64(), mask=~ok)

@@ -19,40 +19,69 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
-from .schema import LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, table_schema, with_partitions
+from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, PICTURES_DIR, RUNS_DIR, file_schema
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
 
 
-def _dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
+def _visible(p: Path) -> bool:
+    return not p.name.startswith(("_", "."))
+
+
+def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
+    """(compacted files, pre-2.0 hive-layout files) of ``table`` under ``root``; ``current`` has only the first."""
     folder = Path(root) / table
     if not folder.is_dir():
+        return [], []
+    if table == CURRENT_DIR:
+        return sorted(str(p) for p in folder.glob("*.parquet") if _visible(p)), []
+    new = sorted(str(p) for p in folder.glob("*/*.parquet") if _visible(p) and "=" not in p.parent.name)
+    old = sorted(str(p) for p in folder.glob("run_date=*/task=*/*.parquet") if _visible(p))
+    return new, old
+
+
+def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
+    """``table`` (verdicts, turns or current) under ``root`` as one Arrow dataset with :func:`file_schema`'s columns,
+    whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none."""
+    schema = file_schema(table)
+    new, old = table_files(root, table)
+    parts = []
+    if new:
+        parts.append(ds.dataset(new, format="parquet", schema=schema))
+    if old:
+        parts.append(ds.dataset(old, format="parquet", schema=schema, partition_base_dir=str(Path(root) / table),
+                                partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive")))
+    if not parts:
         return None
-    return ds.dataset(
-        str(folder),
-        format="parquet",
-        schema=with_partitions(table_schema(table)),
-        partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
-    )
+    return parts[0] if len(parts) == 1 else ds.dataset(parts)
+
+
+_dataset = dataset
 
 
 def _read(root, table: str, run_id: str | None, extra_filter=None, columns=None) -> pa.Table:
-    dataset = _dataset(root, table)
-    if dataset is None:
-        empty = with_partitions(table_schema(table)).empty_table()
+    data = dataset(root, table)
+    if data is None:
+        empty = file_schema(table).empty_table()
         return empty.select(columns) if columns else empty
     flt = None
     if run_id is not None:
         flt = pc.field("run_id") == run_id
     if extra_filter is not None:
         flt = extra_filter if flt is None else flt & extra_filter
-    return dataset.to_table(filter=flt, columns=columns)
+    return data.to_table(filter=flt, columns=columns)
 
 
 def read_verdicts(root: str | os.PathLike, run_id: str | None = None, columns: list[str] | None = None) -> pa.Table:
     """Verdict rows under ``root``: every run when ``run_id`` is None, else that run only (use
-    :func:`latest_run_id` for the latest). Includes the partition columns ``run_date`` and ``task``."""
+    :func:`latest_run_id` for the latest). Includes ``run_date`` and ``task``. Only rows of finished shards are in
+    the catalog (a running run's shards are staged under ``_runs/`` until it compacts them)."""
     return _read(root, "verdicts", run_id, columns=columns)
+
+
+def read_current(root: str | os.PathLike, columns: list[str] | None = None, filter=None) -> pa.Table:
+    """The current view: one row per (candidate, task), the latest verdict of a finished shard, with its run_id."""
+    return _read(root, CURRENT_DIR, None, extra_filter=filter, columns=columns)
 
 
 def read_turns(
@@ -66,6 +95,22 @@ def read_turns(
     if candidate_ids is not None:
         flt = pc.field("candidate_id").isin(pa.array(list(candidate_ids), pa.string()))
     return _read(root, "turns", run_id, extra_filter=flt, columns=columns)
+
+
+def count_by(root: str | os.PathLike, table: str, keys: list[str], filter=None) -> dict[tuple, int]:
+    """Row counts by ``keys``, streamed batch by batch: memory follows the number of groups, not of rows."""
+    data = dataset(root, table)
+    out: dict[tuple, int] = {}
+    if data is None:
+        return out
+    for batch in data.to_batches(columns=keys, filter=filter, batch_size=1 << 17):
+        if batch.num_rows == 0:
+            continue
+        grouped = pa.Table.from_batches([batch]).group_by(keys, use_threads=False).aggregate([([], "count_all")])
+        cols = [grouped.column(k).to_pylist() for k in keys]
+        for key, n in zip(zip(*cols), grouped.column("count_all").to_pylist()):
+            out[key] = out.get(key, 0) + n
+    return out
 
 
 def runs_dir(root: str | os.PathLike) -> Path:
@@ -120,28 +165,32 @@ def latest_run_id(root: str | os.PathLike) -> str | None:
 
 
 def summarize_catalog(root: str | os.PathLike) -> dict:
-    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself."""
-    table = read_verdicts(root, columns=["run_id", "task", "verdict", "error_kind"])
+    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself (streamed)."""
+    groups = count_by(root, "verdicts", ["run_id", "task", "verdict", "error_kind"])
     counts: dict[str, dict[str, dict[str, int]]] = {}
     errors: dict[str, dict[str, int]] = {}
-    for r in table.to_pylist():
-        by_task = counts.setdefault(r["run_id"], {}).setdefault(r["task"], {})
-        by_task[r["verdict"]] = by_task.get(r["verdict"], 0) + 1
-        if r["verdict"] == "ERROR":
-            e = errors.setdefault(r["run_id"], {})
-            kind = r["error_kind"] or "error"
-            e[kind] = e.get(kind, 0) + 1
+    n_rows = 0
+    for (run_id, task, verdict, error_kind), n in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
+        n_rows += n
+        by_task = counts.setdefault(run_id, {}).setdefault(task, {})
+        by_task[verdict] = by_task.get(verdict, 0) + n
+        if verdict == "ERROR":
+            e = errors.setdefault(run_id, {})
+            kind = error_kind or "error"
+            e[kind] = e.get(kind, 0) + n
     runs = list_runs(root)
     known = {r["run_id"] for r in runs}
     # rows of a run whose manifest is gone still count
     runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
+    current = count_by(root, CURRENT_DIR, ["task", "verdict"])
     return {
         "root": str(root),
         "latest_run_id": latest_run_id(root),
         "runs": [
             {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
         ],
-        "n_rows": table.num_rows,
+        "n_rows": n_rows,
+        "current": {t: {v: n for (tt, v), n in sorted(current.items()) if tt == t} for t in sorted({k[0] for k in current})},
     }
 
 
@@ -169,8 +218,11 @@ class RunData:
         return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
-def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> RunData:
-    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None."""
+def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
+             columns: list[str] | None = None) -> RunData:
+    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
+    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference). ``columns``:
+    only these verdict columns (plus run_id, candidate_id, task), for readers that need few (evaluation: memory)."""
     root = Path(root)
     if not (root / "verdicts").is_dir():
         raise CatalogReadError(
@@ -183,15 +235,38 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True) -> Run
         if table.num_rows == 0:
             raise CatalogReadError(f"{root}: the catalog holds no run yet; run `spec-vet run` first")
         run_id = _latest(table)
-    verdicts = read_verdicts(root, run_id=run_id)
+    if columns is not None:
+        columns = list(dict.fromkeys(["run_id", "candidate_id", "task", *columns]))
+    verdicts = read_verdicts(root, run_id=run_id, columns=columns)
     if verdicts.num_rows == 0:
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"
         )
-    data = RunData(root=str(root), run_id=str(run_id), verdicts=verdicts.to_pylist())
+    data = RunData(root=str(root), run_id=str(run_id), verdicts=records(verdicts))
     if with_turns:
         data.turns = _read_turns(root, str(run_id))
+        if pictures:
+            from .pictures import fill_pictures
+
+            fill_pictures(root, data.verdicts, data.turns)
     return data
+
+
+def records(table: pa.Table) -> list[dict[str, Any]]:
+    """``table.to_pylist()`` with each distinct text value one shared Python object (a run's verdict, task, engine
+    and model columns repeat): about half the memory of plain ``to_pylist`` at a million rows."""
+    cols = {}
+    for name in table.column_names:
+        col = table.column(name)
+        if pa.types.is_string(col.type) and col.num_chunks <= 1 and len(col):
+            enc = pc.dictionary_encode(col.combine_chunks() if col.num_chunks else col)
+            values = enc.dictionary.to_pylist()
+            idx = enc.indices.to_pylist()
+            cols[name] = [None if i is None else values[i] for i in idx]
+        else:
+            cols[name] = col.to_pylist()
+    names = list(cols)
+    return [dict(zip(names, row)) for row in zip(*(cols[n] for n in names))] if names else []
 
 
 def run_manifest(root, run_id: str) -> dict:

@@ -8,6 +8,7 @@ into their own columns (LAMOST obsid, SDSS plate/mjd/fiberid, DESI targetid) so 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import math
 import numbers
@@ -123,12 +124,34 @@ def _tool_call_json(call) -> str | None:
     return json.dumps({"name": call.name, "arguments": call.arguments, "error": call.error}, default=str)
 
 
-def turn_rows(result: InspectionResult, *, run_id: str, shard_id: str) -> list[dict[str, Any]]:
-    """The turn -1 row (full view image) when there is one, then one row per assistant turn."""
+def picture_sha256(png: bytes | None) -> str | None:
+    """The hex sha256 of a picture's PNG bytes (what ``turns.picture_sha256`` holds), None without a picture."""
+    return hashlib.sha256(png).hexdigest() if png else None
+
+
+def turn_rows(
+    result: InspectionResult, *, run_id: str, shard_id: str, title: str | None = None, store_pictures: bool = False
+) -> list[dict[str, Any]]:
+    """The turn -1 row (full view) when there is one, then one row per assistant turn.
+
+    Pictures are kept by reference (sha256, title, renderer version; the window is zoom_min/zoom_max); their PNG
+    bytes only with ``store_pictures``, or when no renderer can make the picture again (a SpecVI-Bench row's own
+    full view, which has no renderer version).
+    """
     rows = []
     base = {"run_id": run_id, "candidate_id": str(result.candidate_id), "shard_id": shard_id}
+
+    def picture(png: bytes | None, rendered: bool = True) -> dict[str, Any]:
+        return {
+            "image_png": png if (png and (store_pictures or not rendered)) else None,
+            "picture_sha256": picture_sha256(png),
+            "picture_title": title if png and rendered else None,
+            "renderer_version": result.renderer_version if png and rendered else None,
+        }
+
     if result.initial_image_png:
-        rows.append({**empty_row("turns"), **base, "turn": -1, "image_png": result.initial_image_png})
+        rendered = result.initial_image_source != "specvi"
+        rows.append({**empty_row("turns"), **base, "turn": -1, **picture(result.initial_image_png, rendered)})
     for t in result.turns:
         lo, hi = (t.zoom_window if t.zoom_window is not None else (None, None))
         rows.append(
@@ -140,7 +163,7 @@ def turn_rows(result: InspectionResult, *, run_id: str, shard_id: str) -> list[d
                 "tool_response_text": t.tool_response_text,
                 "zoom_min": _float_or_none(lo),
                 "zoom_max": _float_or_none(hi),
-                "image_png": t.image_png,
+                **picture(t.image_png),
                 "prompt_tokens": t.usage.prompt_tokens,
                 "completion_tokens": t.usage.completion_tokens,
                 "cached_tokens": t.usage.cached_tokens,

@@ -2,17 +2,29 @@
 
 A catalog root accumulates runs::
 
-    ROOT/verdicts/run_date=YYYY-MM-DD/task=T/part-<run_id>-<shard>.parquet   one row per (candidate, task, run)
-    ROOT/turns/run_date=YYYY-MM-DD/task=T/part-<run_id>-<shard>.parquet      one row per turn (+ a turn -1 row)
+    ROOT/verdicts/<run_date>/part-<run_id>-<task>-<k>.parquet   one row per (candidate, task, run), compacted
+    ROOT/turns/<run_date>/part-<run_id>-<task>-<k>.parquet      one row per turn (+ a turn -1 row)
+    ROOT/pictures/<run_date>/part-<run_id>-<k>.parquet          PNG bytes by sha256, only with store_pictures
+    ROOT/current/<task>.parquet                                 one row per (candidate, task): what we believe now
     ROOT/_runs/<run_id>/manifest.json, run.log, shards/<shard>.done          provenance, log, resume markers
+    ROOT/_runs/<run_id>/parts/<table>/task=T/part-<shard>.parquet            a running run's shard files (staging)
     ROOT/_runs/LATEST                                                        the id of the latest run
 
-Hive partitioning: ``run_date`` and ``task`` are folder names, not columns inside the files; every reader that
-understands hive partitioning (pyarrow, pandas, polars, DuckDB) adds them back. Names starting with ``_`` or ``.``
-are ignored by all of them, which is why temporary shard files and run records are named that way.
+A run's shards write their rows under ``_runs/<run_id>/parts/`` (crash safety: one file per shard, a done
+marker after it); the pipeline compacts the parts of finished shards into a few large files per (task, table) at
+the end of each attempt (:mod:`spec_vetting.pipeline.compact`) and then rebuilds ``current/``. ``run_date`` and
+``task`` are real columns in every compacted file (:func:`file_schema`), and the date folders are plain names
+(not ``key=value``) so that pandas, polars, DuckDB and astropy read a folder or a single file the same way. Names
+starting with ``_`` or ``.`` are ignored by every Parquet reader.
 
-Images are stored once, as PNG bytes in ``turns.image_png``: the full view the model saw first is the row with
-``turn = -1`` (no assistant text), each zoom picture is on the turn whose tool call produced it.
+Older roots (before schema 2.0) have per-shard files in hive folders ``verdicts/run_date=D/task=T/``; the readers
+still read them and ``spec-vet catalog compact ROOT`` rewrites them in the compacted layout.
+
+Pictures are stored by reference: the renderer is deterministic and versioned, so a turn's picture is fully given
+by the spectrum source (the verdict's ``path``/``target``/``redshift``), the window (``zoom_min``/``zoom_max``;
+both null on turn -1, the full view), ``renderer_version`` and ``picture_title``; ``picture_sha256`` is the PNG's
+hash, checked when it is re-rendered (:mod:`spec_vetting.catalog.pictures`). ``image_png`` is null unless the job
+sets ``store_pictures``; then the bytes are kept once per distinct picture in ``pictures/``.
 
 Each field carries ``description`` and, where it has one, ``unit`` in its metadata; the schema metadata carries
 ``spec_vetting.schema`` (the table name) and ``spec_vetting.schema_version``. Readers are in
@@ -24,7 +36,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "2.1"
 
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
@@ -32,8 +44,13 @@ MANIFEST_FILE = "manifest.json"
 #: the ``schema`` field of every run manifest
 MANIFEST_SCHEMA = "spec_vetting.run_manifest/1"
 
-#: the tables of a catalog root, each a hive-partitioned dataset under ROOT/<table>/
+#: the tables of a catalog root, each a dataset under ROOT/<table>/
 TABLES = ("verdicts", "turns")
+#: PNG bytes by sha256 (only with store_pictures) and the current view
+PICTURES_DIR = "pictures"
+CURRENT_DIR = "current"
+#: a running run's shard files, under ROOT/_runs/<run_id>/
+PARTS_DIR = "parts"
 
 
 def _f(name: str, type_: pa.DataType, description: str, unit: str | None = None, nullable: bool = True) -> pa.Field:
@@ -123,7 +140,12 @@ TURNS_SCHEMA = _schema(
         _f("tool_response_text", pa.string(), "Text the tool answered (without the <tool_response> markup)"),
         _f("zoom_min", pa.float64(), "Lower edge of the zoom window, rest frame", unit="Angstrom"),
         _f("zoom_max", pa.float64(), "Upper edge of the zoom window, rest frame", unit="Angstrom"),
-        _f("image_png", pa.binary(), "PNG bytes of the picture shown: the full view on turn -1, the zoom otherwise"),
+        _f("image_png", pa.binary(), "PNG bytes of the picture shown (null unless the job stores pictures; they are "
+           "re-rendered from picture_* and the verdict's path/target/redshift)"),
+        _f("picture_sha256", pa.string(), "sha256 (hex) of the PNG shown: the full view on turn -1, the zoom otherwise; "
+           "null when the turn showed no picture"),
+        _f("picture_title", pa.string(), "Plot title the picture was drawn with"),
+        _f("renderer_version", pa.string(), "Version id of the renderer that drew the picture"),
         _f("prompt_tokens", pa.int64(), "Prompt tokens of this request"),
         _f("completion_tokens", pa.int64(), "Completion tokens of this request"),
         _f("cached_tokens", pa.int64(), "Prompt tokens of this request served from the prefix cache"),
@@ -136,8 +158,31 @@ TURNS_SCHEMA = _schema(
     "One row per assistant turn of each inspection, plus a turn -1 row carrying the initial full-view image.",
 )
 
-#: hive partition columns, in folder order
-PARTITION_SCHEMA = pa.schema([pa.field("run_date", pa.string()), pa.field("task", pa.string())])
+#: the run's date and the task: folder names (hive) in pre-2.0 roots, real columns in every compacted file
+PARTITION_SCHEMA = pa.schema([
+    _f("run_date", pa.string(), "Date of the run (YYYY-MM-DD), as given by --run-date or the day it started"),
+    _f("task", pa.string(), "Task key (cv, wd, ...)"),
+])
+
+#: columns the compaction adds to ``verdicts`` (computed from others, vectorized)
+DERIVED_FIELDS = {
+    "verdicts": [
+        _f("_healpix_29", pa.int64(), "HEALPix index of (ra, dec) at order 29, NESTED scheme (HATS/LSDB's spatial "
+           "index); null when ra/dec are unknown"),
+    ],
+    "turns": [],
+}
+
+PICTURES_SCHEMA = _schema(
+    "pictures",
+    [
+        _f("picture_sha256", pa.string(), "sha256 (hex) of the PNG; joins turns.picture_sha256", nullable=False),
+        _f("image_png", pa.binary(), "PNG bytes", nullable=False),
+        _f("run_date", pa.string(), "Date of the run that stored it"),
+        _f("run_id", pa.string(), "Run that stored it"),
+    ],
+    "PNG bytes of the pictures shown, once per distinct picture (only when the job stores pictures).",
+)
 
 
 def column_docs(schema: pa.Schema) -> list[tuple[str, str, str, str]]:
@@ -159,5 +204,86 @@ def table_schema(table: str) -> pa.Schema:
 
 
 def with_partitions(schema: pa.Schema) -> pa.Schema:
-    """``schema`` plus the hive partition columns, as a reader of ROOT/<table>/ sees it."""
+    """``schema`` plus the partition columns (run_date, task)."""
     return pa.schema(list(schema) + list(PARTITION_SCHEMA), metadata=schema.metadata)
+
+
+def file_schema(table: str) -> pa.Schema:
+    """The columns of a compacted file of ``verdicts`` or ``turns`` (and of the ``current`` view, which has the
+    verdicts' columns): the rows' schema, run_date and task, and the derived columns. What the readers return."""
+    base = with_partitions(table_schema("verdicts" if table == "current" else table))
+    derived = DERIVED_FIELDS["verdicts" if table == "current" else table]
+    meta = dict(base.metadata or {})
+    if table == "current":
+        meta[b"spec_vetting.schema"] = b"current"
+        meta[b"description"] = (b"One row per (candidate, task): the latest verdict of a finished shard (a later "
+                                b"ERROR does not replace an earlier answer), with the run that gave it.")
+    return pa.schema(list(base) + derived, metadata=meta)
+
+
+# ---------------------------------------------------------------------------------------------------- other readers
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def text_lengths(table: pa.Table | pa.RecordBatch, into: dict[str, int] | None = None) -> dict[str, int]:
+    """The longest value (characters, or bytes for binary) of each text column, merged into ``into``."""
+    import pyarrow.compute as pc
+
+    out = {} if into is None else into
+    for f in table.schema:
+        if _is_text(f.type):
+            col = table.column(f.name)
+            n = pc.max(pc.binary_length(col) if pa.types.is_binary(f.type) else pc.utf8_length(col)).as_py()
+            out[f.name] = max(out.get(f.name, 1), n or 1)
+    return out
+
+
+def with_reader_metadata(schema: pa.Schema, lengths: dict[str, int] | None = None) -> pa.Schema:
+    """``schema`` with what pandas and astropy need to read a file exactly, written into every catalog file:
+
+    - ``pandas``: integer columns as pandas' nullable ``Int64``/``Int32``, so ``pd.read_parquet`` keeps ids such
+      as a DESI TARGETID exact (the default would turn a column with nulls into float64);
+    - ``table_meta_yaml`` (units and descriptions) and ``table::len::<column>`` (longest text), which
+      ``astropy.table.Table.read`` uses (without them it fails on a column of nulls).
+    """
+    import json
+
+    import yaml
+
+    meta = {k: v for k, v in (schema.metadata or {}).items() if not k.startswith(b"table::len::")}
+    cols = []
+    for f in schema:
+        if pa.types.is_integer(f.type):
+            bits = f.type.bit_width
+            cols.append({"name": f.name, "field_name": f.name, "pandas_type": f"int{bits}",
+                         "numpy_type": f"Int{bits}", "metadata": None})
+    meta[b"pandas"] = json.dumps({"index_columns": [], "column_indexes": [], "columns": cols,
+                                  "creator": {"library": "spec_vetting", "version": SCHEMA_VERSION},
+                                  "pandas_version": "2.2.0"}).encode()
+    datatype = []
+    for f in schema:
+        fm = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+        entry = {"name": f.name}
+        if fm.get("unit"):
+            entry["unit"] = fm["unit"]
+        if fm.get("description"):
+            entry["description"] = fm["description"]
+        datatype.append(entry)
+    meta[b"table_meta_yaml"] = yaml.safe_dump({"datatype": datatype}, sort_keys=False, width=1 << 16).encode()
+    for f in schema:
+        if _is_text(f.type):
+            meta[f"table::len::{f.name}".encode()] = str((lengths or {}).get(f.name, 1)).encode()
+    return schema.with_metadata(meta)
+
+
+def lengths_in(schema: pa.Schema, into: dict[str, int] | None = None) -> dict[str, int]:
+    """The ``table::len::`` values a file's schema carries (see :func:`with_reader_metadata`), merged into ``into``."""
+    out = {} if into is None else into
+    for k, v in (schema.metadata or {}).items():
+        if k.startswith(b"table::len::"):
+            name = k[len(b"table::len::"):].decode()
+            out[name] = max(out.get(name, 1), int(v))
+    return out

@@ -56,7 +56,9 @@ def summary(root: str, as_json: bool) -> None:
             click.echo(f"  {task:<10} {sum(counts.values()):>7}  {parts}")
         if r["errors_by_kind"]:
             click.echo("  errors: " + ", ".join(f"{k} {n}" for k, n in sorted(r["errors_by_kind"].items())))
-    click.echo(f"verdicts: {Path(root).resolve() / 'verdicts'}  (pyarrow.dataset(..., partitioning='hive'))")
+    for task, counts in s.get("current", {}).items():
+        click.echo(f"current {task:<10} {sum(counts.values()):>7}  " + "  ".join(f"{v} {counts[v]}" for v in VERDICT_COLUMNS if counts.get(v)))
+    click.echo(f"verdicts: {Path(root).resolve() / 'verdicts'}  current view: {Path(root).resolve() / 'current'}")
 
 
 @catalog.command("runs")
@@ -92,3 +94,86 @@ def schema(table: str) -> None:
 
     for name, type_, unit, desc in column_docs(VERDICTS_SCHEMA if table == "verdicts" else TURNS_SCHEMA):
         click.echo(f"{name:<20} {type_:<22} {unit:<9} {desc}")
+
+
+@catalog.command("compact")
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+def compact(root: str) -> None:
+    """Rewrite per-shard files (older roots, or a run that stopped before compacting) into few large files per
+    task and table, counting only finished shards, and rebuild current/. Running it again changes nothing.
+
+    \b
+    Example:
+      spec-vet catalog compact catalog/
+    """
+    from ..pipeline.compact import compact_root
+    from ..pipeline.lock import RootLock
+
+    _check_root(root)
+    lock = RootLock(Path(root))
+    lock.acquire()
+    try:
+        out = compact_root(root)
+    finally:
+        lock.release()
+    for r in out["compacted"]:
+        click.echo(f"run {r['run_id']}: {r['rows'].get('verdicts', 0)} verdict rows, "
+                   f"{r['rows'].get('turns', 0)} turn rows -> {sum(r['files'].values())} file(s)")
+    click.echo(f"compacted {len(out['compacted'])} run(s); current/ rebuilt" if out["compacted"]
+               else "nothing to compact; current/ rebuilt")
+
+
+@catalog.command("export")
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@click.option("--format", "fmt", type=click.Choice(["fits", "votable", "ecsv", "csv", "parquet"]), required=True)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--current", is_flag=True, help="The current view (one row per candidate and task) instead of every run.")
+@click.option("--where", default=None, help="SQL condition on the columns, e.g. \"task = 'cv' AND verdict = 'YES'\".")
+@click.option("--run-id", default=None, help="Only this run's rows.")
+def export(root, fmt, output, current, where, run_id) -> None:
+    """Verdict rows as FITS, VOTable, ECSV, CSV or Parquet, with units and descriptions (TOPCAT, astropy).
+
+    \b
+    Examples:
+      spec-vet catalog export catalog/ --format fits -o verdicts.fits --current
+      spec-vet catalog export catalog/ --format votable -o cv_yes.vot --current --where "task = 'cv' AND verdict = 'YES'"
+    """
+    from ..catalog.export import export_catalog
+    from ..errors import CatalogReadError
+
+    _check_root(root)
+    try:
+        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id)
+    except CatalogReadError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"{n} row(s) -> {output}")
+
+
+@catalog.command("picture", context_settings={"ignore_unknown_options": True})
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@click.argument("candidate")
+@click.argument("task")
+@click.argument("turn", type=int)
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
+@click.option("--run-id", default=None, help="The run (default: the one of the current verdict).")
+@click.option("--no-check", is_flag=True, help="Write the picture even when its hash differs from the recorded one.")
+def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
+    """The picture the model saw on TURN (-1: the full view), stored or re-rendered and checked by its sha256.
+
+    \b
+    Examples:
+      spec-vet catalog picture catalog/ spec-55862-B6212_sp06-006 cv -1 -o full.png
+      spec-vet catalog picture catalog/ spec-55862-B6212_sp06-006 cv 1 -o zoom1.png
+    """
+    from ..catalog.pictures import turn_picture, write_picture
+    from ..errors import SpecVettingError
+
+    _check_root(root)
+    try:
+        png, row = turn_picture(root, candidate, task, turn, run_id, check=not no_check)
+    except SpecVettingError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(1)
+    write_picture(png, output)
+    click.echo(f"{output}: {len(png)} bytes, sha256 {row.get('picture_sha256')} (run {row['run_id']})")

@@ -27,7 +27,9 @@ def load_labelled_run(root, run_id, labels_file):
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
 
-    data = read_run(root, run_id, with_turns=False)
+    from ..evaluate import EVAL_COLUMNS
+
+    data = read_run(root, run_id, with_turns=False, columns=EVAL_COLUMNS)
     attach_labels(data.verdicts, load_labels(root, labels_file))
     return data
 

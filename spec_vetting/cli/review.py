@@ -43,7 +43,10 @@ def review_queue(root, threshold, run_id):
     from ..confidence import review_queue as select
 
     try:
-        data = read_run(root, run_id, with_turns=False)
+        # the columns the queue and its CSV use: memory follows rows x these, not the whole verdict rows
+        data = read_run(root, run_id, with_turns=False,
+                        columns=["verdict", "label", "p_yes", "p_yes_source", "status", "reason", "error_kind",
+                                 "error_message", "recovered_verdict", "path", "target"])
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
     queue = select(data.verdicts, threshold=threshold)

@@ -72,6 +72,8 @@ JOB_OPTIONS = [
                 help="SpecVI-Bench rows: draw the first picture instead of showing the row's own `images`."),
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
+    _job_option("store_pictures", "--store-pictures/--no-store-pictures",
+                help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     _job_option("cluster.scheduler_file", "--scheduler-file", type=click.Path(dir_okay=False),
                 help="Dask scheduler file of a running scheduler (dask scheduler --scheduler-file, dask-jobqueue)."),
@@ -215,7 +217,8 @@ def _with_job_options(command):
 @click.argument("job_file", required=False, type=click.Path(dir_okay=False))
 @click.option("--example", is_flag=True, help="Print a commented example job file and exit.")
 @_with_job_options
-@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an unfinished one.")
+@click.option("--fresh", is_flag=True, help="Start a new run instead of resuming an unfinished one, or of doing "
+              "nothing when the same command already finished.")
 @click.option("--progress/--no-progress", default=None, help="Progress bar (default: only on a terminal).")
 def run(job_file, example, fresh, progress, **opts):
     """Vet candidates in batch: shards on Dask, verdicts and traces to a Parquet catalog under --out.
@@ -276,8 +279,9 @@ def run(job_file, example, fresh, progress, **opts):
             err=True,
         )
         sys.exit(1)
-    if outcome.status == "nothing_to_do":
-        click.echo(f"nothing to vet: {outcome.summary.get('reason', 'no candidate')}")
+    if outcome.status == "nothing_to_do":  # a finished run with the same inputs was named by run_job; exit 0
+        if outcome.summary.get("reason"):  # no candidate at all: an empty incoming folder is a normal night
+            click.echo(f"nothing to vet: {outcome.summary['reason']}")
         return
     click.echo(format_summary(outcome))
     if outcome.status == "error_rate_exceeded":

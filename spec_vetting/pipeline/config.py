@@ -222,6 +222,11 @@ class JobConfig(_Strict):
         description="skip candidate-task pairs already vetted (verdict not ERROR) in earlier runs under out "
         "with the same engine, model and prompt version",
     )
+    store_pictures: bool = Field(
+        False,
+        description="also store the PNG bytes of every picture (once per distinct picture, in ROOT/pictures/); by "
+        "default pictures are kept by reference (sha256, window, renderer version, title) and re-rendered on demand",
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="where shards run")
     max_error_rate: float | None = Field(
         None, ge=0, le=1,

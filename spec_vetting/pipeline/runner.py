@@ -26,6 +26,7 @@ from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
 from ..types import EngineIdentity
 from ..errors import ConfigError, RunFailedError, SpecVettingError
+from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest
@@ -152,26 +153,89 @@ def _unchanged_since(path: str | None, started_at) -> bool:
     return mtime < started_at.timestamp()
 
 
-def already_vetted(root: Path, identity: EngineIdentity, exclude_run: str | None) -> set[tuple[str, str, str]]:
-    """(candidate_id, task, prompt_version) vetted by this engine and model in earlier runs: a verdict that is not
-    ERROR, or a permanent ERROR (:data:`PERMANENT_ERROR_KINDS`) whose file has not been modified since."""
-    if not (root / "verdicts").is_dir():
+def _permanent_errors(root: Path, identity: EngineIdentity, exclude_run: str | None,
+                      wanted: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+    """Which of ``wanted`` ended, with this engine and model, in a permanent ERROR (:data:`PERMANENT_ERROR_KINDS`)
+    whose file has not been modified since: another try would give the same error, so it is not retried."""
+    import pyarrow.compute as pc
+
+    from ..catalog.read import dataset
+
+    verdicts = dataset(root, "verdicts")
+    if verdicts is None or not wanted:
         return set()
-    table = read_verdicts(
-        root, columns=["run_id", "candidate_id", "task", "verdict", "engine", "engine_version", "model",
-                       "prompt_version", "error_kind", "path", "started_at"]
-    )
-    want = _identity_key(identity.engine, identity.engine_version, identity.model)
-    done = set()
-    for r in table.to_pylist():
-        if r["run_id"] == exclude_run:
-            continue
-        if r["verdict"] == "ERROR" and not (r["error_kind"] in PERMANENT_ERROR_KINDS
-                                            and _unchanged_since(r["path"], r["started_at"])):
-            continue
-        if _identity_key(r["engine"], r["engine_version"], r["model"]) == want:
-            done.add((r["candidate_id"], r["task"], r["prompt_version"]))
+    flt = (_identity_filter(identity) & (pc.field("verdict") == "ERROR")
+           & pc.field("error_kind").isin(sorted(PERMANENT_ERROR_KINDS))
+           & pc.field("candidate_id").isin(sorted({w[0] for w in wanted})))
+    if exclude_run is not None:
+        flt = flt & (pc.field("run_id") != exclude_run)
+    rows = verdicts.to_table(columns=["candidate_id", "task", "prompt_version", "path", "started_at"], filter=flt)
+    return {key for r in rows.to_pylist()
+            if (key := (r["candidate_id"], r["task"], r["prompt_version"])) in wanted
+            and _unchanged_since(r["path"], r["started_at"])}
+
+
+def _identity_filter(identity: EngineIdentity):
+    import pyarrow.compute as pc
+
+    flt = pc.field("engine") == identity.engine
+    if identity.model is not None:
+        return flt & (pc.field("model") == identity.model)
+    return flt & pc.field("model").is_null() & (pc.field("engine_version") == identity.engine_version)
+
+
+def already_vetted(
+    root: Path, identity: EngineIdentity, exclude_run: str | None, wanted: set[tuple[str, str, str]]
+) -> set[tuple[str, str, str]]:
+    """Which of ``wanted`` (candidate_id, task, prompt_version) were vetted (verdict not ERROR) by this engine and
+    model in earlier runs. Reads key columns only: the current view first, then, for the few pairs whose current
+    row came from another model or prompt, the history (filtered by candidate id)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..catalog.read import dataset
+
+    if not wanted:
+        return set()
+    keys = ["candidate_id", "task", "prompt_version"]
+    w = pa.table({k: pa.array([t[i] for t in wanted], pa.string()) for i, k in enumerate(keys)})
+    ok = _identity_filter(identity) & (pc.field("verdict") != "ERROR")
+    if exclude_run is not None:
+        ok = ok & (pc.field("run_id") != exclude_run)
+    found: list[pa.Table] = []
+    rest = w
+    current = dataset(root, "current")
+    if current is not None:
+        in_list = pc.field("candidate_id").isin(pc.unique(w.column("candidate_id")))
+        cur = current.to_table(columns=keys, filter=in_list & ok)
+        found.append(w.join(cur.group_by(keys).aggregate([]), keys, join_type="inner"))
+        present = current.to_table(columns=["candidate_id", "task"], filter=in_list)
+        rest = w.join(found[0], keys, join_type="left anti").join(present, ["candidate_id", "task"], join_type="left semi")
+    verdicts = dataset(root, "verdicts")
+    if verdicts is not None and rest.num_rows:
+        in_rest = pc.field("candidate_id").isin(pc.unique(rest.column("candidate_id")))
+        hist = verdicts.to_table(columns=keys, filter=in_rest & ok)
+        found.append(rest.join(hist.group_by(keys).aggregate([]), keys, join_type="inner"))
+    done: set[tuple[str, str, str]] = set()
+    for t in found:
+        done.update(zip(*(t.column(k).to_pylist() for k in keys)))
+    done.update(_permanent_errors(root, identity, exclude_run, wanted))
     return done
+
+
+def finished_run_with(root: Path, digest: str) -> dict | None:
+    """The manifest of the latest finished run with this plan digest (same inputs and settings), or None."""
+    if not runs_dir(root).is_dir():
+        return None
+    found = []
+    for d in runs_dir(root).iterdir():
+        try:
+            m = read_manifest(root, d.name) if (d / "manifest.json").is_file() else None
+        except (OSError, ValueError):
+            continue
+        if m and m.get("status") == "finished" and m.get("plan_digest") == digest:
+            found.append(m)
+    return max(found, key=lambda m: (m.get("started_at") or "", m["run_id"])) if found else None
 
 
 # ---------------------------------------------------------------------------------------------------- run choice
@@ -324,6 +388,12 @@ def run_job(
             settings["specvi_rerender"] = job.specvi_rerender  # only here: other runs keep the digest they had
         digest = plan_digest(plan.items, settings)
         run_id, run_date, previous = choose_run(root, job, digest, fresh)
+        same = None if (fresh or job.run_id or previous) else finished_run_with(root, digest)
+        if same is not None:  # idempotent: this command already ran to the end with these inputs
+            echo(f"nothing to do: run {same['run_id']} already finished with the same inputs and settings "
+                 "(--fresh starts a new run)")
+            return RunOutcome(same["run_id"], same["run_date"], str(root), "nothing_to_do", False,
+                              {"n_verdicts": 0, "finished_run": same["run_id"]})
         store = RunStore(root, run_id, run_date)
         runlog = RunLog(store.log_path)
 
@@ -332,7 +402,8 @@ def run_job(
         if job.incremental:
             skips = store.read_incremental_skips() if previous else None
             if skips is None:
-                vetted = already_vetted(root, identity, exclude_run=run_id)
+                asked = {(*i.key, task_for(i, job.tasks_file, task_cache).version) for i in items}
+                vetted = already_vetted(root, identity, exclude_run=run_id, wanted=asked)
                 skips = {
                     i.key for i in items
                     if (*i.key, task_for(i, job.tasks_file, task_cache).version) in vetted
@@ -388,7 +459,12 @@ def run_job(
             raise
 
         markers = store.done_markers()
-        summary = summarize({k: v for k, v in markers.items() if k in {s.shard_id for s in shards}})
+        shard_ids = {s.shard_id for s in shards}
+        summary = summarize({k: v for k, v in markers.items() if k in shard_ids})
+        # only finished shards' rows reach the catalog: compacted into few files, then folded into current/
+        t_compact = time.perf_counter()
+        summary["compaction"] = compact_and_update(root, run_id, run_date, set(markers) & shard_ids)
+        summary["compaction"]["wall_s"] = round(time.perf_counter() - t_compact, 3)
         wall = time.perf_counter() - wall0
         done_now = sum(len(s.items) for s in pending if s.shard_id in markers)
         summary["wall_s"] = round(wall, 3)
@@ -414,6 +490,7 @@ def run_job(
             return RunOutcome(run_id, run_date, str(root), "error_rate_exceeded", bool(previous), summary, [msg])
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
+        store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
         runlog.write(
             "INFO",
             f"SUCCESS run {run_id}: {summary['n_verdicts']} verdicts, errors {summary['errors_by_kind'] or 'none'}, "
@@ -498,6 +575,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 tasks_file=job.tasks_file,
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,
+                store_pictures=job.store_pictures,
             )
             futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
                                          workers=use_workers, allow_other_workers=False))

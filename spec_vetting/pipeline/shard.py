@@ -52,6 +52,7 @@ class ShardSpec:
     concurrency: int = 8
     self_consistency_k: int = 1
     specvi_rerender: bool = False  # draw SpecVI-Bench rows' first picture instead of showing their own `images`
+    store_pictures: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -294,7 +295,10 @@ def _pair_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z) -> tuple[di
     ids = {"run_id": spec.run_id, "shard_id": spec.shard_id}
     try:
         row = make_row_safe(verdict_row(result, item.candidate, spectrum, redshift=z, **ids), "verdicts")
-        pair_turns = [make_row_safe(r, "turns") for r in turn_rows(result, **ids)]
+        # a spectrum given inline (a SpecVI-Bench row) cannot be read again to re-render: its pictures are kept
+        store = spec.store_pictures or getattr(item.candidate, "inline", None) is not None
+        pair_turns = [make_row_safe(r, "turns") for r in turn_rows(result, title=spec.title, store_pictures=store,
+                                                                   **ids)]
         rows_to_table([row], "verdicts"), rows_to_table(pair_turns, "turns")
         return row, pair_turns
     except Exception as exc:  # noqa: BLE001 - any value that cannot be written becomes this pair's ERROR row

@@ -1,6 +1,7 @@
 """Where a run's files go under a catalog root, and how they are written so a crash never leaves half a file.
 
-Every file is written under a temporary name starting with ``_`` in its final folder (Parquet readers skip such
+Shards write under ``_runs/<run_id>/parts/`` (one file per shard and task; :mod:`.compact` merges the parts of
+finished shards into the catalog's few large files). Every file is written under a temporary name starting with ``_`` in its final folder (Parquet readers skip such
 names) and renamed into place, which is atomic on one filesystem. Part file names are a function of
 (run_id, shard_id), so a shard that is run again (after a crash, or twice by Dask) replaces its own files instead of
 adding rows. A shard counts as done only when its marker exists, and the marker is written after its part files.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, RUNS_DIR
+from ..catalog.schema import LATEST_FILE, MANIFEST_FILE, PARTS_DIR, RUNS_DIR, text_lengths
 
 
 class RunStore:
@@ -47,9 +49,14 @@ class RunStore:
     def marker(self, shard_id: str) -> Path:
         return self.shards_dir / f"{shard_id}.done"
 
+    @property
+    def parts_dir(self) -> Path:
+        """Where the run's shards write (staging; compacted into ROOT/<table>/ at the end of each attempt)."""
+        return self.run_dir / PARTS_DIR
+
     def date_dir(self, table: str) -> Path:
-        """The run's date partition of ``table`` (verdicts or turns)."""
-        return self.root / table / f"run_date={self.run_date}"
+        """The run's staged files of ``table`` (verdicts or turns), one folder per task below."""
+        return self.parts_dir / table
 
     def partition(self, table: str, task: str) -> Path:
         return self.date_dir(table) / f"task={task}"
@@ -104,6 +111,10 @@ class RunStore:
                     n += 1
         return n
 
+    def remove_parts(self) -> None:
+        """Drop the staged shard files of a finished, compacted run."""
+        shutil.rmtree(self.parts_dir, ignore_errors=True)
+
     def remove_temporaries(self) -> int:
         """Delete temporary files a killed run left behind (only this run's). Returns how many."""
         n = 0
@@ -142,6 +153,10 @@ def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     tmp = _tmp_name(path)
     # PNG bytes are already compressed: no dictionary for the image column, zstd for the text
     no_dict = [c for c in ("image_png",) if c in table.column_names]
+    # the longest text per column, for the compacted file's astropy metadata (read from this footer, not the data)
+    lengths = text_lengths(table.drop_columns(no_dict))
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                           **{f"table::len::{k}": str(v) for k, v in lengths.items()}})
     pq.write_table(
         table,
         tmp,

@@ -1,0 +1,326 @@
+"""Compaction: the parts of a run's finished shards become a few large files per (table, task).
+
+Shards write one file per (shard, task, table) under ``_runs/<run_id>/parts/`` (crash safety, resume); that is
+30,000+ files a night at survey scale and queries follow the file count. At the end of every attempt the runner
+calls :func:`compact_run`: the parts of shards that have a done marker (and only those) are streamed into
+``ROOT/<table>/<run_date>/part-<run_id>-<task>-<k>.parquet`` (a new file every ``target_bytes``, row groups of
+``row_group_rows``), with ``run_date``, ``task`` and ``_healpix_29`` as real columns; PNG bytes found in the parts
+(``store_pictures``, or an older root's turns) go once per distinct picture to ``ROOT/pictures/``. Then
+:func:`spec_vetting.catalog.current.update_current` folds the run into ``current/``.
+
+Rewriting is idempotent: the output names are a function of (run_id, task, k); a resumed attempt merges the rows
+it compacted before (of shards still marked done and not staged again) with the newly staged parts and replaces
+the earlier files, so the run ends with exactly one row per pair of its finished shards. The staged parts are
+removed once the run is finished.
+:func:`compact_root` (``spec-vet catalog compact ROOT``) rewrites the per-shard hive files of older roots.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from ..catalog.current import rebuild_current, update_current
+from ..catalog.healpix import healpix29_array
+from ..catalog.read import list_runs, read_manifest
+from ..catalog.schema import (
+    PICTURES_DIR,
+    PICTURES_SCHEMA,
+    TABLES,
+    file_schema,
+    table_schema,
+    lengths_in,
+    text_lengths,
+    with_reader_metadata,
+)
+from .store import RunStore, _tmp_name
+
+log = logging.getLogger(__name__)
+
+#: rows per row group (verdicts rows are ~1 kB, turns rows without pictures ~0.5 kB)
+ROW_GROUP_ROWS = 128 * 1024
+#: a new output file after this many (uncompressed Arrow) bytes; Parquet with zstd is several times smaller
+TARGET_BYTES = 2 << 30
+#: flush the buffer into a row group at this many buffered bytes even when it has fewer rows (pictures)
+BUFFER_BYTES = 128 << 20
+
+
+def parquet_write_options(schema: pa.Schema) -> dict:
+    no_dict = {"image_png"}
+    return dict(
+        compression="zstd",
+        use_dictionary=[n for n in schema.names if n not in no_dict],
+        write_statistics=True,
+    )
+
+
+class _Sink:
+    """Buffered Parquet output rolling over to a new file every ``target_bytes``; files written atomically."""
+
+    def __init__(self, folder: Path, stem: str, schema: pa.Schema, row_group_rows=ROW_GROUP_ROWS,
+                 target_bytes=TARGET_BYTES):
+        self.folder, self.stem, self.schema = folder, stem, schema
+        self.row_group_rows, self.target_bytes = row_group_rows, target_bytes
+        self.buffer: list[pa.Table] = []
+        self.buffered_rows = self.buffered_bytes = 0
+        self.writer: pq.ParquetWriter | None = None
+        self.tmp: Path | None = None
+        self.final: Path | None = None
+        self.file_bytes = 0
+        self.written: list[Path] = []
+        self.rows = 0
+
+    def write(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        self.buffer.append(table)
+        self.buffered_rows += table.num_rows
+        self.buffered_bytes += table.nbytes
+        if self.buffered_rows >= self.row_group_rows or self.buffered_bytes >= BUFFER_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.buffer:
+            return
+        table = pa.concat_tables(self.buffer).combine_chunks()
+        self.buffer, self.buffered_rows, self.buffered_bytes = [], 0, 0
+        if self.writer is None:
+            self.final = self.folder / f"{self.stem}-{len(self.written)}.parquet"
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self.tmp = _tmp_name(self.final)
+            self.writer = pq.ParquetWriter(self.tmp, self.schema, **parquet_write_options(self.schema))
+        self.writer.write_table(table, row_group_size=self.row_group_rows)
+        self.rows += table.num_rows
+        self.file_bytes += table.nbytes
+        if self.file_bytes >= self.target_bytes:
+            self._close_file()
+
+    def _close_file(self) -> None:
+        if self.writer is None:
+            return
+        self.writer.close()
+        with open(self.tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(self.tmp, self.final)
+        self.written.append(self.final)
+        self.writer, self.tmp, self.final, self.file_bytes = None, None, None, 0
+
+    def close(self) -> list[Path]:
+        self._flush()
+        self._close_file()
+        return self.written
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            Path(self.tmp).unlink(missing_ok=True)
+            self.writer = None
+
+
+def _conform(table: pa.Table, schema: pa.Schema, constants: dict[str, str]) -> pa.Table:
+    """``table`` with ``schema``'s columns in order: constants filled, missing columns null, types cast."""
+    n = table.num_rows
+    cols = []
+    for f in schema:
+        if f.name in constants:
+            cols.append(pa.array([constants[f.name]] * n, f.type))
+        elif f.name in table.column_names:
+            col = table.column(f.name)
+            cols.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _add_healpix(table: pa.Table) -> pa.Table:
+    i = table.schema.get_field_index("_healpix_29")
+    hp = healpix29_array(table.column("ra"), table.column("dec"))
+    return table.set_column(i, table.schema.field(i), hp)
+
+
+class _Pictures:
+    """PNG bytes moved out of turn rows into ROOT/pictures/, once per distinct sha256 within the run."""
+
+    def __init__(self, root: Path, run_id: str, run_date: str):
+        self.seen: set[str] = set()
+        self.meta = {"run_id": run_id, "run_date": run_date}
+        self.sink = _Sink(root / PICTURES_DIR / run_date, f"part-{run_id}", PICTURES_SCHEMA, row_group_rows=1024)
+
+    def take(self, table: pa.Table) -> pa.Table:
+        images = table.column("image_png")
+        if images.null_count == len(images):
+            return table
+        shas = table.column("picture_sha256").to_pylist()
+        new_sha, new_png = [], []
+        for k, png in enumerate(images.to_pylist()):
+            if png is None:
+                continue
+            if shas[k] is None:
+                shas[k] = hashlib.sha256(png).hexdigest()
+            if shas[k] not in self.seen:
+                self.seen.add(shas[k])
+                new_sha.append(shas[k])
+                new_png.append(png)
+        if new_sha:
+            n = len(new_sha)
+            self.sink.write(pa.Table.from_arrays(
+                [pa.array(new_sha, pa.string()), pa.array(new_png, pa.binary()),
+                 pa.array([self.meta["run_date"]] * n, pa.string()), pa.array([self.meta["run_id"]] * n, pa.string())],
+                schema=PICTURES_SCHEMA))
+        i = table.schema.get_field_index("image_png")
+        table = table.set_column(i, table.schema.field(i), pa.nulls(table.num_rows, pa.binary()))
+        j = table.schema.get_field_index("picture_sha256")
+        return table.set_column(j, table.schema.field(j), pa.array(shas, pa.string()))
+
+
+def _shard_of(path: Path, run_id: str) -> str:
+    return path.name[len(f"part-{run_id}-"):-len(".parquet")]
+
+
+def staged_parts(root: Path, run_id: str, run_date: str, done) -> dict[str, dict[str, list[Path]]]:
+    """table -> task -> part files of finished shards (``done``: shard ids, None = every part): the run's staging
+    folder and, for an older root, its per-shard files in the hive folders."""
+    store = RunStore(root, run_id, run_date)
+    out: dict[str, dict[str, list[Path]]] = {t: defaultdict(list) for t in TABLES}
+    prefix = f"part-{run_id}-"
+    for table in TABLES:
+        for base in (store.date_dir(table), root / table / f"run_date={run_date}"):
+            if not base.is_dir():
+                continue
+            for p in sorted(base.glob(f"task=*/{prefix}*.parquet")):
+                if done is None or _shard_of(p, run_id) in done:
+                    out[table][p.parent.name[len("task="):]].append(p)
+    return out
+
+
+def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: int = TARGET_BYTES) -> dict:
+    """Compact the finished shards' parts of one run into ROOT/<table>/<run_date>/part-<run_id>-<task>-<k>.parquet.
+
+    Returns {"files": {table: n}, "rows": {table: n}}. Older outputs of this run that are not rewritten (tasks or
+    file numbers no longer present) are removed; pre-2.0 hive files of the run are removed once rewritten.
+    """
+    root = Path(root)
+    parts = staged_parts(root, run_id, run_date, done)
+    pictures = _Pictures(root, run_id, run_date)
+    written: dict[str, list[Path]] = {t: [] for t in TABLES}
+    rows = {t: 0 for t in TABLES}
+    for table in TABLES:
+        schema = file_schema(table)
+        # rows this run compacted before (an earlier attempt) of finished shards that are not staged again
+        earlier = sorted((root / table / run_date).glob(f"part-{run_id}-*.parquet")) if (root / table / run_date).is_dir() else []
+        earlier_ds = ds.dataset([str(p) for p in earlier], format="parquet", schema=schema) if earlier else None
+        tasks = set(parts[table])
+        if earlier_ds is not None:
+            tasks |= set(pc.unique(earlier_ds.to_table(columns=["task"], filter=pc.field("run_id") == run_id)
+                                   .column("task")).to_pylist())
+        for task in sorted(tasks):
+            files = parts[table].get(task, [])
+            restaged = pa.array(sorted({_shard_of(p, run_id) for p in files}), pa.string())
+            # first pass: the longest text of each column (astropy's Table.read needs it in the schema)
+            lengths: dict[str, int] = {}
+            for p in earlier:
+                lengths_in(pq.read_schema(p), lengths)
+            text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
+                         (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
+            for path in files:
+                known = lengths_in(pq.read_schema(path))
+                if known:  # written by this version's shards
+                    for k, v in known.items():
+                        lengths[k] = max(lengths.get(k, 1), v)
+                else:  # an older root's part
+                    text_lengths(pq.read_table(path, columns=text_cols), lengths)
+            lengths.update(run_date=len(run_date), task=max(1, len(task)))
+            out_schema = with_reader_metadata(schema, lengths)
+            sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", out_schema, target_bytes=target_bytes)
+            try:
+                if earlier_ds is not None:
+                    flt = (pc.field("run_id") == run_id) & (pc.field("task") == task)
+                    flt = flt & ~pc.field("shard_id").isin(restaged)
+                    if done is not None:
+                        flt = flt & pc.field("shard_id").isin(pa.array(sorted(done), pa.string()))
+                    for batch in earlier_ds.to_batches(filter=flt, batch_size=1 << 16):
+                        sink.write(pa.Table.from_batches([batch]).cast(out_schema))
+                for path in files:
+                    t = _conform(pq.read_table(path), out_schema, {"run_date": run_date, "task": task})
+                    if table == "verdicts":
+                        t = _add_healpix(t)
+                    else:
+                        t = pictures.take(t)
+                    sink.write(t)
+                written[table] += sink.close()
+                rows[table] += sink.rows
+            except BaseException:
+                sink.abort()
+                raise
+    written_pictures = pictures.sink.close()
+    keep = {p.resolve() for files in written.values() for p in files} | {p.resolve() for p in written_pictures}
+    for table in (*TABLES, PICTURES_DIR):
+        folder = root / table / run_date
+        for p in folder.glob(f"part-{run_id}-*.parquet") if folder.is_dir() else []:
+            if p.resolve() not in keep:
+                p.unlink(missing_ok=True)
+    # an older root's per-shard files of this run: rewritten, or of unfinished shards (never counted)
+    for table in TABLES:
+        legacy = root / table / f"run_date={run_date}"
+        for p in sorted(legacy.glob(f"task=*/part-{run_id}-*.parquet")) if legacy.is_dir() else []:
+            p.unlink(missing_ok=True)
+            _remove_empty_dirs(p.parent, stop=root / table)
+    return {"files": {t: len(v) for t, v in written.items()} | {"pictures": len(written_pictures)}, "rows": rows}
+
+
+def _remove_empty_dirs(folder: Path, stop: Path) -> None:
+    while folder != stop and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
+
+
+def compact_and_update(root, run_id: str, run_date: str, done) -> dict:
+    """What the runner calls at the end of every attempt: compact the finished shards, fold the run into
+    current/. The staged parts stay until the manifest says finished (then :meth:`RunStore.remove_parts`)."""
+    stats = compact_run(root, run_id, run_date, done)
+    update_current(root, run_id)
+    return stats
+
+
+def compact_root(root) -> dict:
+    """``spec-vet catalog compact ROOT``: every run with per-shard files (an older root's hive folders, or a run
+    that stopped before its compaction) is compacted, only finished shards counting; then current/ is rebuilt.
+    Runs that are compacted already are left as they are; running it twice changes nothing."""
+    root = Path(root)
+    done_runs = []
+    for run in list_runs(root):
+        run_id = run["run_id"]
+        try:
+            m = read_manifest(root, run_id)
+        except (OSError, ValueError):
+            continue
+        run_date = m.get("run_date") or run.get("run_date")
+        store = RunStore(root, run_id, run_date)
+        parts = staged_parts(root, run_id, run_date, None)
+        if not any(parts[t] for t in TABLES):
+            continue
+        done = set(store.done_markers()) if store.shards_dir.is_dir() else None
+        stats = compact_run(root, run_id, run_date, done)
+        if m.get("status") == "finished":
+            store.remove_parts()
+        done_runs.append({"run_id": run_id, **stats})
+    # hive files of runs without a manifest: compacted as they are (no markers to check)
+    for table in TABLES:
+        for date_dir in sorted((root / table).glob("run_date=*")) if (root / table).is_dir() else []:
+            run_date = date_dir.name[len("run_date="):]
+            run_ids = {p.name[len("part-"):].rsplit("-", 1)[0] for p in date_dir.glob("task=*/part-*.parquet")}
+            for run_id in sorted(run_ids):
+                if any(r["run_id"] == run_id for r in done_runs):
+                    continue
+                stats = compact_run(root, run_id, run_date, None)
+                done_runs.append({"run_id": run_id, **stats})
+    rebuild_current(root)
+    return {"root": str(root), "compacted": done_runs}
