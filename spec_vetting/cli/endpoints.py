@@ -8,6 +8,8 @@ import json
 
 import click
 
+from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
+
 
 @click.group()
 def endpoints():
@@ -17,10 +19,10 @@ def endpoints():
 @endpoints.command("check")
 @click.argument("urls", nargs=-1, required=True)
 @click.option("--model", help="Served model name to expect (default: the first id of GET /v1/models).")
-@click.option("--timeout", "timeout_s", type=float, default=120.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=float, default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Seconds allowed per request and for the smoke inspection.")
 @click.option("--api-key-env", default=None, help="Environment variable holding the API key "
-              "(default SPEC_VETTING_API_KEY).")
+              f"(default {DEFAULT_API_KEY_ENV}).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per endpoint.")
 def check(urls, model, timeout_s, api_key_env, as_json):
     """Check each endpoint: /health, model identity, image support and one short smoke inspection.

@@ -14,7 +14,9 @@ from typing import Any
 
 import click
 
+from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError, SpecVettingError
+from ..protocol import MAX_ASSISTANT_TURNS
 from .complete import complete_task
 
 
@@ -169,12 +171,12 @@ could not finish (unreadable file, servers down, ERROR verdict), 2 usage or conf
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None,
               help="Cap on tokens per assistant turn (default as training: what is left of the 32768-token "
                    "response budget).")
-@click.option("--max-turns", type=click.IntRange(min=1), default=8, show_default=True,
+@click.option("--max-turns", type=click.IntRange(min=1), default=MAX_ASSISTANT_TURNS, show_default=True,
               help="Max assistant turns (training used 8).")
 @click.option("--logprobs/--no-logprobs", default=False, help="Ask the server for logprobs to compute p_yes.")
-@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=300.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(min=0.0, min_open=True), default=DEFAULT_TIMEOUT_S, show_default=True,
               help="Per-request timeout (openai), s.")
-@click.option("--api-key-env", default="SPEC_VETTING_API_KEY", show_default=True,
+@click.option("--api-key-env", default=DEFAULT_API_KEY_ENV, show_default=True,
               help="Environment variable holding the servers' API key (openai), if they need one.")
 @click.option("--time-budget", type=click.FloatRange(min=0.0, min_open=True),
               help="Wall-time budget of the whole inspection, s (counted once the engine takes it).")

@@ -16,7 +16,11 @@ from typing import Any
 
 import click
 
+from ..engines.http import DEFAULT_TIMEOUT_S
 from ..errors import ConfigError, SpecVettingError
+from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
+from ..pipeline.config import DEFAULT_READ_TIMEOUT_S
+from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS
 from .complete import complete_task
 
 
@@ -42,7 +46,7 @@ JOB_OPTIONS = [
     _job_option("engine.gateway", "--gateway", help="One router URL in front of the replicas, instead of --endpoint."),
     _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
-    _job_option("engine.timeout_s", "--timeout", type=float, help="Per-request timeout, seconds (120)."),
+    _job_option("engine.timeout_s", "--timeout", type=float, help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
     _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
                 help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
     _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),
@@ -54,13 +58,16 @@ JOB_OPTIONS = [
     _job_option("sampling.top_logprobs", "--top-logprobs", type=int, help="Alternatives per token with --logprobs."),
     _job_option("sampling.self_consistency_k", "--self-consistency-k", type=int,
                 help="k sampled inspections per pair, p_yes from agreement (needs --temperature > 0)."),
-    _job_option("budgets.max_turns", "--max-turns", type=int, help="Assistant turns per inspection (8)."),
-    _job_option("budgets.token_budget", "--token-budget", type=int, help="Response tokens per inspection, tool tokens included (32768)."),
-    _job_option("budgets.time_budget_s", "--time-budget", type=float, help="Seconds per inspection (600)."),
+    _job_option("budgets.max_turns", "--max-turns", type=int,
+                help=f"Assistant turns per inspection ({MAX_ASSISTANT_TURNS})."),
+    _job_option("budgets.token_budget", "--token-budget", type=int,
+                help=f"Response tokens per inspection, tool tokens included ({RESPONSE_TOKENS})."),
+    _job_option("budgets.time_budget_s", "--time-budget", type=float,
+                help=f"Seconds per inspection ({DEFAULT_TIME_BUDGET_S:g})."),
     _job_option("budgets.read_timeout_s", "--read-timeout", type=float,
-                help="Seconds to read one spectrum file (120); then an ERROR row."),
+                help=f"Seconds to read one spectrum file ({DEFAULT_READ_TIMEOUT_S:g}); then an ERROR row."),
     _job_option("budgets.max_endpoint_retries", "--max-endpoint-retries", type=int,
-                help="Reruns of an inspection whose endpoint died (2)."),
+                help=f"Reruns of an inspection whose endpoint died ({DEFAULT_ENDPOINT_RETRIES})."),
     _job_option("max_inflight_per_endpoint", "--max-inflight-per-endpoint", type=int,
                 help="In-flight inspections per endpoint, whole cluster (8)."),
     _job_option("concurrency", "--concurrency", type=int, help="In-flight inspections per shard (in-process engines)."),

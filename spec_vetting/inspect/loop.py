@@ -250,10 +250,17 @@ def _error(result: InspectionResult, kind: str, message: str) -> InspectionResul
     return result
 
 
+#: reruns of an inspection whose endpoint died, from its start on another endpoint
+DEFAULT_ENDPOINT_RETRIES = 2
+#: wall time of one inspection, reruns included: bounds a hung endpoint to minutes
+DEFAULT_TIME_BUDGET_S = 600.0
+
+
 async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, sampling: Sampling | None = None,
                          max_turns: int = MAX_ASSISTANT_TURNS, token_budget: int | None = RESPONSE_TOKENS,
                          time_budget_s: float | None = None, title: str = "Spectrum",
-                         max_endpoint_retries: int = 2, renderer: Renderer | None = None) -> InspectionResult:
+                         max_endpoint_retries: int = DEFAULT_ENDPOINT_RETRIES,
+                         renderer: Renderer | None = None) -> InspectionResult:
     """Inspect ``ctx.spectrum`` for ``task`` with ``engine`` (already started). Never raises per candidate.
 
     ``token_budget`` is training's response budget: every token after the first prompt (generated and tool

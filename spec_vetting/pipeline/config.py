@@ -19,10 +19,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import ConfigError
 from ..engines import ENGINES, default_engine, engine_in_flight_slots, engine_options
+from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
+from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
+from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import EngineSettings, Sampling
 from ..yaml_file import read_yaml_file
 
 ENV_PREFIX = "SPEC_VETTING_JOB__"
+#: seconds one spectrum read may take before the pair is an ERROR row (read_timeout): a stale network mount
+#: must not hang its shard
+DEFAULT_READ_TIMEOUT_S = 120.0
+
 ENGINE_NAMES = tuple(ENGINES)
 
 
@@ -51,9 +58,9 @@ class EngineConfig(_Strict):
     model: str | None = Field(
         None, description="served model id (openai; default: the server's first model) or local model folder (local)"
     )
-    api_key_env: str = Field("SPEC_VETTING_API_KEY", description="environment variable holding the API key, if any")
+    api_key_env: str = Field(DEFAULT_API_KEY_ENV, description="environment variable holding the API key, if any")
     timeout_s: float = Field(
-        120.0, gt=0,
+        DEFAULT_TIMEOUT_S, gt=0,
         description="per-request timeout in seconds (openai); a request that times out is tried once more, then "
         "the endpoint counts as hung (see the README's time bounds)",
     )
@@ -156,22 +163,23 @@ class ClusterConfig(_Strict):
 class BudgetConfig(_Strict):
     """Limits per inspection; exceeding one gives an UNDECIDED verdict with the reason."""
 
-    max_turns: int = Field(8, ge=1, description="assistant turns per inspection (8 in training)")
+    max_turns: int = Field(MAX_ASSISTANT_TURNS, ge=1, description="assistant turns per inspection (8 in training)")
     token_budget: int | None = Field(
         None, ge=1,
         description="response budget: tokens after the first prompt (generated and tool tokens) per inspection; "
         "default (null) 32768, as training")
     time_budget_s: float | None = Field(
-        600.0, gt=0,
+        DEFAULT_TIME_BUDGET_S, gt=0,
         description="wall time per inspection in seconds, reruns included (null = none); counted from the moment "
         "an engine takes it",
     )
     read_timeout_s: float = Field(
-        120.0, gt=0,
+        DEFAULT_READ_TIMEOUT_S, gt=0,
         description="wall time to read one spectrum file (a stale network mount must not hang its shard); past it "
         "the pair is an ERROR row (read_timeout)",
     )
-    max_endpoint_retries: int = Field(2, ge=0, description="reruns of an inspection whose endpoint died")
+    max_endpoint_retries: int = Field(DEFAULT_ENDPOINT_RETRIES, ge=0,
+                                      description="reruns of an inspection whose endpoint died")
 
 
 class JobConfig(_Strict):

@@ -12,6 +12,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
+from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from ..fixtures.synthetic import make_spectrum
@@ -46,9 +47,9 @@ class EndpointReport:
                 f"in {self.smoke_turns} turn(s), {self.smoke_seconds:.1f} s, {cache}")
 
 
-async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float = 120.0,
+async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
                          api_key_env: str | None = None) -> EndpointReport:
-    from ..engines.http.engine import DEFAULT_API_KEY_ENV, OpenAIEngine
+    from ..engines.http.engine import OpenAIEngine
 
     report = EndpointReport(endpoint=url, ok=False)
     try:

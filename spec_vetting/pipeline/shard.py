@@ -22,8 +22,11 @@ from typing import Any
 from ..catalog.rows import error_result, make_row_safe, rows_to_table, turn_rows, verdict_row
 from ..engine_interface import Engine
 from ..engines import create_engine
+from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES
+from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import InspectionContext, Sampling
 from ..errors import ShardFailedError, SpecVettingError
+from .config import DEFAULT_READ_TIMEOUT_S
 from .plan import WorkItem
 from .store import RunStore, write_json_atomic, write_parquet_atomic
 
@@ -42,11 +45,11 @@ class ShardSpec:
     engine_name: str
     engine_options: dict[str, Any]
     sampling: Sampling
-    max_turns: int = 8
+    max_turns: int = MAX_ASSISTANT_TURNS
     token_budget: int | None = None
     time_budget_s: float | None = None
-    read_timeout_s: float | None = 120.0
-    max_endpoint_retries: int = 2
+    read_timeout_s: float | None = DEFAULT_READ_TIMEOUT_S
+    max_endpoint_retries: int = DEFAULT_ENDPOINT_RETRIES
     title: str = "Spectrum"
     tasks_file: str | None = None
     concurrency: int = 8

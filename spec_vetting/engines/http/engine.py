@@ -28,6 +28,7 @@ from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import Message
 from ...engine_interface import Engine, EngineSession
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
+from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
 from .retry import parse_retry_after, should_retry_status
 from .routing import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_HUNG_COOLDOWN_S, Router, server_root
@@ -35,9 +36,6 @@ from .wire import REQUEST_ID_HEADER, ROUTING_KEY_HEADER, ImageEncoder, WireError
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API_KEY_ENV = "SPEC_VETTING_API_KEY"
-#: one assistant turn (2048 tokens at >= 20 tokens/s under load); the loop's time budget caps the whole inspection
-DEFAULT_TIMEOUT_S = 120.0
 #: a request that timed out (the server accepted it and never answered) is tried this many more times, not
 #: ``max_retries``: a hung server does not answer the third time either (4 x 300 s x 3 attempts was an hour)
 DEFAULT_TIMEOUT_RETRIES = 1
