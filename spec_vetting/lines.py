@@ -78,6 +78,17 @@ LINES: tuple[Line, ...] = tuple(
 )
 
 
+_BY_NAME = {line.name: line.wavelength for line in LINES}
+
+
+def rest(name: str) -> float:
+    """The vacuum rest wavelength (Å) of the line called ``name`` in :data:`LINES` (e.g. ``rest("H\u03b1")``)."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no line {name!r} in spec_vetting.lines.LINES") from None
+
+
 def lines_in(group: str) -> list[Line]:
     """The lines of one group (``GROUPS`` key), bluest first."""
     if group not in GROUPS:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...lines import rest
 from .diagnostics import (
     Measurement,
     RestSpectrum,
@@ -25,11 +26,11 @@ from .diagnostics import (
     snr_per_angstrom,
 )
 
-# Vacuum rest wavelengths (Å).
-H_ALPHA = 6564.61
-H_BETA = 4862.68
-H_GAMMA = 4341.68
-H_DELTA = 4102.89
+# Vacuum rest wavelengths (Å), from the one line table.
+H_ALPHA = rest("H\u03b1")
+H_BETA = rest("H\u03b2")
+H_GAMMA = rest("H\u03b3")
+H_DELTA = rest("H\u03b4")
 
 
 @dataclass(frozen=True)
