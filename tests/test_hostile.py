@@ -8,6 +8,7 @@ with a reason (a verdict, an UNDECIDED reason, or an ERROR kind and message).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -17,10 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fake_server import FakeOpenAIServer, Fault
-from spec_vetting.catalog import read_verdicts
 from test_pipeline_cli import SPEC_VET, _env, _run
+
+from spec_vetting.catalog import read_verdicts
 
 TASKS = ["--task", "cv"]
 
@@ -207,8 +208,8 @@ def test_permanent_errors_are_not_retried_unless_the_file_changed(tmp_path, spec
     d = tmp_path / "incoming"
     d.mkdir()
     shutil.copy(spectra / "s0.fits", d / "s0.fits")
-    from astropy.io import fits
     import numpy as np
+    from astropy.io import fits
 
     fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns(
         [fits.Column(name="A", format="E", array=np.arange(3.0))], name="STUFF")]).writeto(d / "odd.fits")
@@ -257,6 +258,9 @@ def test_signals_end_like_an_interruption(tmp_path, spectra, sig, code):
         assert stderr.count("interrupted by") == 1 and "Traceback" not in stderr, stderr
         log = next((out / "_runs").glob("*/run.log")).read_text()
         assert "INTERRUPTED run" in log and signal.Signals(sig).name in log
+        manifest = json.loads(next((out / "_runs").glob("*/manifest.json")).read_text())
+        assert manifest["status"] == "interrupted"
+        assert manifest["attempts"][-1]["interrupted_by"] == signal.Signals(sig).name
         srv.delay_s = 0.0
         r = _run(args, env, timeout=240)  # the same command resumes and finishes it
     assert r.returncode == 0, r.stderr

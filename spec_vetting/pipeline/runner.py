@@ -11,25 +11,25 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-import math
 import os
 import sys
 import time
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ..catalog.read import read_manifest, read_verdicts, runs_dir
+from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
-from ..types import EngineIdentity
 from ..errors import ConfigError, RunFailedError, SpecVettingError
+from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
 from .lock import RootLock
-from .manifest import RunLog, finish_manifest, plan_counts, start_manifest
+from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .store import RunStore, write_json_atomic, write_latest_pointer
@@ -242,7 +242,7 @@ def finished_run_with(root: Path, digest: str) -> dict | None:
 
 
 def _new_run_id(root: Path, digest: str) -> str:
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     run_id = f"{stamp}-{digest[:6]}"
     if (runs_dir(root) / run_id).exists():
         run_id = f"{run_id}-{uuid.uuid4().hex[:4]}"
