@@ -103,7 +103,6 @@ def replicate(src: Path, dst: Path, reps: int) -> None:
     ids suffixed ``-r<k>`` (what a night of reps x the candidates would hold); the run records too."""
     import shutil
 
-    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 

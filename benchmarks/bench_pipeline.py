@@ -64,10 +64,10 @@ def _candidates(n: int):
 
 
 def bench_overhead(n: int, tmp: Path) -> dict:
-    from spec_vetting.types import Sampling
     from spec_vetting.pipeline import job_from_dict, runner
     from spec_vetting.pipeline.plan import WorkItem
     from spec_vetting.pipeline.shard import ShardSpec, run_shard_async
+    from spec_vetting.types import Sampling
 
     cands = _candidates(n)
     spec = ShardSpec(root=str(tmp / "shard"), run_id="bench", run_date="2024-01-01", shard_id="s0",

@@ -28,10 +28,10 @@ sys.path.insert(0, str(REPO))
 import tiny_qwen  # noqa: E402
 from vllm_server import VLLMServer, venv_problem  # noqa: E402
 
-from spec_vetting.types import Sampling  # noqa: E402
 from spec_vetting.engines.http.engine import OpenAIEngine  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
+from spec_vetting.types import Sampling  # noqa: E402
 
 
 async def inspections(url: str, n_sequential: int, n_concurrent: int):

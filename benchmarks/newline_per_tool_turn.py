@@ -13,8 +13,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from spec_vetting.inspect.conversation import assistant_message, build_initial_messages, render_text  # noqa: E402
-from spec_vetting.inspect.conversation import tool_response_message  # noqa: E402
+from spec_vetting.inspect.conversation import (  # noqa: E402
+    assistant_message,
+    build_initial_messages,
+    render_text,
+    tool_response_message,  # noqa: E402
+)
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
 
 ZOOM = ('<think>Check Hα.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '

@@ -28,8 +28,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
 from spec_vetting.engines.rules.decision import GATE_SCORE, decide
+from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
 from spec_vetting.engines.rules.tasks import CALIBRATION_SEEDS  # noqa: E402
 from spec_vetting.fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
 
@@ -285,7 +285,7 @@ def main(argv=None) -> int:
     print(f"## Rules engine on synthetic spectra (seeds {seeds.start}-{seeds.stop - 1}, 1 positive : "
           f"{NEGATIVE_RATIO} hard negatives, S/N {SNR_RANGE[0]:g}-{SNR_RANGE[1]:g})\n")
     print(synthetic_table(seeds, verbose=args.verbose))
-    print(f"\n## Reliability on the test seeds (held out)\n")
+    print("\n## Reliability on the test seeds (held out)\n")
     print(reliability_table(seeds))
     rows = real_rows()
     print("\n## Rules engine on the real files: per task\n")

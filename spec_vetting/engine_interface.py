@@ -12,7 +12,6 @@ requests it can have in flight.
 from __future__ import annotations
 
 import abc
-
 from typing import Any, ClassVar
 
 from .types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling

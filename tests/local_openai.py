@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from spec_vetting.types import Sampling
 from spec_vetting.engines.local.engine import GenerationRequest, LocalEngine
+from spec_vetting.types import Sampling
 
 
 def chat_completion(engine: LocalEngine, body: dict[str, Any]) -> dict[str, Any]:

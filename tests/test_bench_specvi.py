@@ -9,10 +9,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from test_eval_support import png
 
 from spec_vetting.cli import main
 from spec_vetting.protocol import SYSTEM_TEXT
-from test_eval_support import png
 
 
 def write_specvi_file(path, task, labels, seed=0, images=None):
@@ -62,9 +62,9 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
     assert out["table1_comparable"] is True and out["data"] == {"SpecVI-Bench test_cv.parquet": 2}
     assert list(out["engines"]) == ["rules"]
     # each row was asked with the prompt of the file, not the built-in one
+    from spec_vetting.catalog.read import read_run
     from spec_vetting.inspect.tasks import get_task
     from spec_vetting.io.candidates import load_candidates
-    from spec_vetting.catalog.read import read_run
 
     asked = get_task("cv").with_prompt(load_candidates(data / "test_cv.parquet")[0].prompt).version
     assert {r["prompt_version"] for r in read_run(tmp_path / "cat", with_turns=False).verdicts} == {asked}

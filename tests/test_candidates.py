@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pathlib import Path
-
 import pytest
 from astropy.io import fits
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from test_eval_support import turn_rows, verdict_row, write_catalog
 
 from spec_vetting.cli import main
 from spec_vetting.io.candidates import COLUMN_ALIASES
-from test_eval_support import turn_rows, verdict_row, write_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_VET = [sys.executable, "-m", "spec_vetting"]
@@ -60,7 +60,7 @@ def test_run_help_lists_the_candidate_table_columns():
 #: parameter names that hold a file or folder path
 PATH_PARAMS = {"path", "root", "out", "out_dir", "out_file", "output", "tasks_file", "labels_file", "plots_dir",
                "save_images", "catalog", "redrock", "parquet", "folder", "job_file", "candidates",
-               "cluster__scheduler_file", "tasks_file"}
+               "cluster__scheduler_file"}
 
 
 @pytest.mark.parametrize("path,cmd", LEAVES, ids=[" ".join(p) for p, _ in LEAVES])

@@ -5,12 +5,12 @@ from __future__ import annotations
 from spec_vetting.inspect.conversation import (
     assistant_message,
     build_initial_messages,
-    render_text,
     cut_tool_response,
+    render_text,
     tool_response_message,
 )
-from spec_vetting.protocol import SYSTEM_TEXT, TOOL_LINE
 from spec_vetting.inspect.tasks import get_task
+from spec_vetting.protocol import SYSTEM_TEXT, TOOL_LINE
 from spec_vetting.types import ImagePart, TextPart
 
 PNG = b"\x89PNG-full"

@@ -8,15 +8,15 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
+from spec_vetting.catalog.read import read_run
 from spec_vetting.cli import main
 from spec_vetting.errors import SpectrumReadError
 from spec_vetting.export import export_sft, export_verl, verl_rows
-from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.catalog.read import read_run
+from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
-from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
 ZOOM_PNG = png(44, 33, (255, 0, 0))
 
@@ -134,8 +134,9 @@ def test_verl_reads_the_target_as_int(tmp_path):
 
 
 def test_specvi_rows_get_their_own_prompt_and_inline_arrays_back(tmp_path):
-    from spec_vetting.io.candidates import load_candidates
     from test_bench_specvi import write_specvi_file
+
+    from spec_vetting.io.candidates import load_candidates
 
     source = tmp_path / "test_cv.parquet"
     write_specvi_file(source, "cv", ["YES", "NO"])

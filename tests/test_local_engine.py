@@ -30,13 +30,17 @@ from tiny_qwen import (  # noqa: E402
     trained_model_dir,
 )
 
-from spec_vetting.types import Sampling  # noqa: E402
 from spec_vetting.engines.local.engine import LocalEngine, model_checksum, verdict_position  # noqa: E402
 from spec_vetting.engines.local.inputs import openai_messages  # noqa: E402
 from spec_vetting.errors import ConfigError, EngineError  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
-from spec_vetting.types import ImagePart, Message, TextPart  # noqa: E402
+from spec_vetting.types import (  # noqa: E402
+    ImagePart,
+    Message,
+    Sampling,  # noqa: E402
+    TextPart,
+)
 
 __all__ = ["one_torch_thread", "tiny_model_dir", "trained_model_dir"]  # fixtures imported so pytest finds them
 

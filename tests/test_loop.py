@@ -7,13 +7,12 @@ import asyncio
 import numpy as np
 import pytest
 
-from spec_vetting.types import EngineReply, InspectionContext, Sampling
 from spec_vetting.engines.scripted import ScriptedEngine
 from spec_vetting.errors import ConfigError, EndpointUnavailableError, EngineError
 from spec_vetting.inspect.loop import decide, run_inspection, run_inspection_with_confidence
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.types import ImagePart, Usage
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
+from spec_vetting.types import EngineReply, ImagePart, InspectionContext, Sampling, Usage
 
 ZOOM_HA = ('<think>Check Hα.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
            '{"label": "Hα", "wavelength_range": [6500, 6600]}}\n</tool_call>')

@@ -11,13 +11,13 @@ import pytest
 from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer, Fault, dead_endpoint, spec_o3_reply
 
 from spec_vetting.engines import create_engine
-from spec_vetting.types import InspectionContext, Sampling
 from spec_vetting.engines.http.engine import OpenAIEngine, normalize_endpoint
 from spec_vetting.engines.http.routing import pick_endpoint, server_root
 from spec_vetting.errors import ConfigError, EngineError
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
+from spec_vetting.types import InspectionContext, Sampling
 
 FAST = dict(timeout_s=2.0, connect_timeout_s=1.0, max_retries=2, backoff_initial_s=0.01, backoff_max_s=0.05,
             health_interval_s=0.2)

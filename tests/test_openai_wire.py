@@ -9,7 +9,6 @@ import math
 import pytest
 from fake_server import FakeOpenAIServer
 
-from spec_vetting.types import Sampling
 from spec_vetting.engines.http.engine import OpenAIEngine
 from spec_vetting.engines.http.wire import (
     WireError,
@@ -21,7 +20,7 @@ from spec_vetting.engines.http.wire import (
 )
 from spec_vetting.errors import EngineError
 from spec_vetting.inspect.conversation import assistant_message, build_initial_messages, tool_response_message
-from spec_vetting.types import Usage
+from spec_vetting.types import Sampling, Usage
 
 FULL = b"\x89PNG full view"
 ZOOM = b"\x89PNG zoom"

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
 import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from spec_vetting.inspect import parse_answer, parse_tool_call
 from spec_vetting.inspect.parsing import has_answer_block, parse_tool_calls

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 import pytest
 
 from spec_vetting.catalog.read import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
-from spec_vetting.errors import ConfigError, SpectrumReadError
+from spec_vetting.errors import ConfigError, RunLockedError, SpectrumReadError
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.pipeline import job_from_dict, runner
-from spec_vetting.errors import RunLockedError
 from spec_vetting.pipeline.lock import RootLock
 from spec_vetting.pipeline.store import RunStore
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from test_pipeline_run import ANSWER_YES, FakeCandidate, fast_render  # noqa: F401  (fixture)
 
 from spec_vetting.catalog.read import read_turns, read_verdicts
 from spec_vetting.catalog.rows import MAX_TEXT_CHARS, empty_row, make_row_safe, rows_to_table
 from spec_vetting.engines.scripted import ScriptedEngine
 from spec_vetting.pipeline import job_from_dict, runner
 from spec_vetting.types import EngineReply, Usage
-
-from test_pipeline_run import ANSWER_YES, FakeCandidate, fast_render  # noqa: F401  (fixture)
 
 
 def test_unsafe_values_are_made_safe_and_listed():

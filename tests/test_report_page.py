@@ -8,11 +8,11 @@ import json
 import re
 
 from click.testing import CliRunner
+from test_eval_support import XSS_IMG, XSS_SCRIPT, png, turn_rows, verdict_row, write_catalog
 
+from spec_vetting.catalog.read import read_run
 from spec_vetting.cli import main
 from spec_vetting.report.page import build_page, json_for_script
-from spec_vetting.catalog.read import read_run
-from test_eval_support import XSS_IMG, XSS_SCRIPT, png, turn_rows, verdict_row, write_catalog
 
 
 def _catalog(tmp_path):
@@ -158,7 +158,6 @@ def test_cli_report_per_file(tmp_path):
 # ------------------------------------------------------------------------------------ spectrum, ids, size, import
 
 import pytest
-
 from report_support import spectrum_catalog
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from spec_vetting.types import InspectionContext
 from spec_vetting.engines.rules.engine import RULES_VERSION, RulesEngine
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.io import iter_spectra, read_spectrum
+from spec_vetting.types import InspectionContext
 
 pytestmark = pytest.mark.real_data
 

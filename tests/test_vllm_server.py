@@ -43,7 +43,6 @@ from tiny_qwen import (  # noqa: E402
 from vllm_server import SERVED_NAME  # noqa: E402
 
 from spec_vetting.cli import main  # noqa: E402
-from spec_vetting.types import Sampling  # noqa: E402
 from spec_vetting.engines.local.engine import LocalEngine  # noqa: E402
 from spec_vetting.engines.local.inputs import openai_messages  # noqa: E402
 from spec_vetting.inspect.conversation import (  # noqa: E402
@@ -53,6 +52,7 @@ from spec_vetting.inspect.conversation import (  # noqa: E402
 )
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
+from spec_vetting.types import Sampling  # noqa: E402
 
 # the first test waits for the server (up to SPEC_VETTING_VLLM_START_TIMEOUT, 600 s) inside its own time limit
 pytestmark = [pytest.mark.real_server, pytest.mark.slow, pytest.mark.timeout(900)]

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
-from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, PICTURES_DIR, RUNS_DIR, file_schema
+from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, file_schema
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
 

@@ -77,7 +77,7 @@ def verdict_row(
     windows = [list(t.zoom_window) for t in result.turns if t.zoom_window is not None]
     started = None
     if result.started_at is not None:
-        started = dt.datetime.fromtimestamp(result.started_at, tz=dt.timezone.utc)
+        started = dt.datetime.fromtimestamp(result.started_at, tz=dt.UTC)
     target = getattr(candidate, "target", None)
     row = {
         "run_id": run_id,

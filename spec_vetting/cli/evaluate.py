@@ -26,7 +26,6 @@ def load_labelled_run(root, run_id, labels_file):
     catalog's)."""
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
-
     from ..evaluate import EVAL_COLUMNS
 
     data = read_run(root, run_id, with_turns=False, columns=EVAL_COLUMNS)

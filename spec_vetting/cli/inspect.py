@@ -188,10 +188,10 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
                 max_tokens, max_turns, logprobs, timeout, api_key_env, time_budget, title, as_json, save_images):
     """Run one inspection of the spectrum in PATH and print its trajectory."""
     from ..engines import create_engine, default_engine
-    from ..pipeline.config import SamplingConfig
-    from ..types import InspectionContext
     from ..inspect.loop import run_inspection
     from ..inspect.tasks import get_task
+    from ..pipeline.config import SamplingConfig
+    from ..types import InspectionContext
 
     engine_name = engine or default_engine(bool(endpoints))
     try:

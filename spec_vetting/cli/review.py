@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -111,7 +111,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
         raise click.ClickException(str(exc)) from exc
     verdicts = {(str(v["candidate_id"]), str(v["task"])): v.get("verdict") for v in data.verdicts}
     problems, clean = [], []
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    now = datetime.now(UTC).isoformat(timespec="seconds")
     for i, row in enumerate(rows, start=2):  # line 1 is the header
         cid, task = (row.get("candidate_id") or "").strip(), (row.get("task") or "").strip()
         where = f"line {i} ({cid}/{task})"

@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ..errors import ConfigError
 from ..engine_interface import Engine
+from ..errors import ConfigError
 from ..types import EngineSettings
 
 #: engine name -> "module:class", resolved on first use

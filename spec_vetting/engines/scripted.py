@@ -13,10 +13,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import EngineError
-from ..types import Message, Usage
 from ..engine_interface import Engine, EngineSession
-from ..types import EngineIdentity, EngineReply, InspectionContext, Sampling
+from ..errors import EngineError
+from ..types import EngineIdentity, EngineReply, InspectionContext, Message, Sampling, Usage
 
 ENGINE_VERSION = "scripted-1"
 

@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from ..protocol import IMAGE_MARKUP, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, cut_tool_text
-from .tasks import Task
 from ..types import ImagePart, Message, TextPart
+from .tasks import Task
 
 
 def system_message() -> Message:

@@ -17,15 +17,14 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import EndpointUnavailableError, SpecVettingError
-from ..engine_interface import Engine
-from ..types import EngineReply, InspectionContext, Sampling
 from ..answers import locate_verdict, read_answer, trajectory_text
+from ..engine_interface import Engine
+from ..errors import EndpointUnavailableError, SpecVettingError
+from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS, turn_max_tokens
+from ..types import EngineReply, InspectionContext, InspectionResult, Sampling, ToolCall, Turn
 from .conversation import assistant_message, build_initial_messages, tool_response_message
 from .parsing import has_answer_block, parse_tool_call
-from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS, turn_max_tokens
 from .tasks import Task
-from ..types import InspectionResult, ToolCall, Turn
 from .zoom import Renderer, ZoomResult, ZoomTool, answer_tool_call
 
 log = logging.getLogger(__name__)

@@ -16,7 +16,6 @@ from typing import Any
 from ..errors import ConfigError
 from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 
-
 _CLASS_NAME = re.compile(r"\*\*(.+?)\*\*")
 
 

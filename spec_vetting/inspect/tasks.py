@@ -26,8 +26,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..yaml_file import read_yaml_file
 from ..protocol import TASK_ALIASES
+from ..yaml_file import read_yaml_file
 from .prompts import class_name_from_prompt, prompt_version, strip_image_placeholder
 
 BUILTIN_FILE = "builtin_tasks.yaml"

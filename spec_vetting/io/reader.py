@@ -18,8 +18,8 @@ from ..errors import SpectrumReadError
 from ..spectrum import Spectrum
 from . import desi, lamost, redrock, sdss  # noqa: F401 - importing registers the readers
 from .fits_open import open_fits
-from .registry import OnSkip, Reader, identify_reader
 from .redrock import find_redrock_file
+from .registry import OnSkip, Reader, identify_reader
 from .target_cache import TARGETS
 
 

@@ -4,8 +4,8 @@ Entry points: :func:`load_job` / :func:`job_from_dict` for a :class:`JobConfig`,
 (what `spec-vet run` does). Dask is imported only when shards are submitted.
 """
 
-from .config import JobConfig, job_from_dict, load_job
 from ..errors import RunFailedError
+from .config import JobConfig, job_from_dict, load_job
 from .runner import RunOutcome, run_job
 
 __all__ = ["JobConfig", "RunFailedError", "RunOutcome", "job_from_dict", "load_job", "run_job"]

@@ -36,8 +36,8 @@ from ..catalog.schema import (
     PICTURES_SCHEMA,
     TABLES,
     file_schema,
-    table_schema,
     lengths_in,
+    table_schema,
     text_lengths,
     with_reader_metadata,
 )

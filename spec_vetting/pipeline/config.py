@@ -17,9 +17,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import ConfigError
 from ..engines import ENGINES, default_engine, engine_in_flight_slots, engine_options
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
+from ..errors import ConfigError
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
 from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import EngineSettings, Sampling
@@ -154,7 +154,7 @@ class ClusterConfig(_Strict):
         return bool(self.scheduler_address or self.scheduler_file)
 
     @model_validator(mode="after")
-    def _one_scheduler(self) -> "ClusterConfig":
+    def _one_scheduler(self) -> ClusterConfig:
         if self.scheduler_address and self.scheduler_file:
             raise ValueError("give scheduler_address or scheduler_file, not both")
         return self

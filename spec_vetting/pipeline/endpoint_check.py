@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass, field
 
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
-from ..types import InspectionContext, Sampling
 from ..errors import SpecVettingError
 from ..fixtures.synthetic import make_spectrum
 from ..inspect.loop import run_inspection
 from ..inspect.tasks import get_task
+from ..types import InspectionContext, Sampling
 
 SMOKE_TASK = "cv"
 SMOKE_MAX_TURNS = 2

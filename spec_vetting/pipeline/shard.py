@@ -22,10 +22,10 @@ from typing import Any
 from ..catalog.rows import error_result, make_row_safe, rows_to_table, turn_rows, verdict_row
 from ..engine_interface import Engine
 from ..engines import create_engine
+from ..errors import ShardFailedError, SpecVettingError
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES
 from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import InspectionContext, Sampling
-from ..errors import ShardFailedError, SpecVettingError
 from .config import DEFAULT_READ_TIMEOUT_S
 from .plan import WorkItem
 from .store import RunStore, write_json_atomic, write_parquet_atomic

@@ -42,16 +42,16 @@ import threading
 from collections import OrderedDict
 
 import numpy as np
+from matplotlib import _tight_bbox  # private, but it is exactly what savefig uses
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure, SubplotParams
-from matplotlib import _tight_bbox  # private, but it is exactly what savefig uses
 from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 
 from . import style
-from .png import encode_rows, png_rows
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
-from .text_renderer import TextCachingRendererAgg, cache_text_layout
 from .layout import PlotLayout
+from .png import encode_rows, png_rows
+from .text_renderer import TextCachingRendererAgg, cache_text_layout
 
 # savefig's default padding around the tight bounding box (rcParams["savefig.pad_inches"])
 _PAD_INCHES = 0.1

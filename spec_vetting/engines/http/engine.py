@@ -24,15 +24,29 @@ from typing import Any
 import httpx
 
 from ... import __version__
-from ...errors import ConfigError, EndpointUnavailableError, EngineError
-from ...types import Message
 from ...engine_interface import Engine, EngineSession
-from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
+from ...errors import ConfigError, EndpointUnavailableError, EngineError
+from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
-from .retry import DEFAULT_MAX_RETRIES, INITIAL_BACKOFF_S, MAX_BACKOFF_S, backoff_delay, is_retryable_exception
-from .retry import parse_retry_after, should_retry_status
+from .retry import (
+    DEFAULT_MAX_RETRIES,
+    INITIAL_BACKOFF_S,
+    MAX_BACKOFF_S,
+    backoff_delay,
+    is_retryable_exception,
+    parse_retry_after,
+    should_retry_status,
+)
 from .routing import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_HUNG_COOLDOWN_S, Router, server_root
-from .wire import REQUEST_ID_HEADER, ROUTING_KEY_HEADER, ImageEncoder, WireError, chat_request_body, model_ids, parse_chat_response
+from .wire import (
+    REQUEST_ID_HEADER,
+    ROUTING_KEY_HEADER,
+    ImageEncoder,
+    WireError,
+    chat_request_body,
+    model_ids,
+    parse_chat_response,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...answers import locate_verdict
-from ...types import ImagePart, Message, TextPart, Usage
 from ...protocol import RESPONSE_TOKENS
-from ...types import Sampling
+from ...types import ImagePart, Message, Sampling, TextPart, Usage
 
 REQUEST_ID_HEADER = "X-Request-ID"
 #: the sglang router (``--policy manual``) pins every request with the same key to one worker: keyed by the

@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import math
-import re
 import struct
 import threading
 import time
@@ -30,11 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ...answers import locate_verdict
+from ...engine_interface import Engine, EngineSession
 from ...errors import ConfigError, EngineError
 from ...protocol import RESPONSE_TOKENS
-from ...types import Message, Usage
-from ...engine_interface import Engine, EngineSession
-from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Sampling
+from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling, Usage
 from .inputs import QwenInputBuilder, load_chat_template, openai_messages
 
 log = logging.getLogger(__name__)

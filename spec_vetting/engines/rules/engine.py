@@ -22,12 +22,11 @@ import re
 import time
 from dataclasses import dataclass
 
-from ...protocol import TOOL_NAME
-from ...types import Message, Usage
 from ...engine_interface import Engine, EngineSession
-from ...types import EngineIdentity, EngineReply, InspectionContext, Sampling
-from .diagnostics import Measurement, RestSpectrum
+from ...protocol import TOOL_NAME
+from ...types import EngineIdentity, EngineReply, InspectionContext, Message, Sampling, Usage
 from .decision import Decision, decide
+from .diagnostics import Measurement, RestSpectrum
 from .features import ZoomWindow
 from .tasks import CALIBRATION_SEEDS, RULES_TASKS, rules_task
 
