@@ -54,6 +54,7 @@ browser:
 	  else echo "chromium/shellcheck not found: their tests will be skipped (apt-get install chromium shellcheck)"; fi; }
 
 test: $(VENV)/.installed $(VLLM_VENV)/.installed
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
 demo: $(VENV)/.base
