@@ -107,7 +107,8 @@ def plan_capacity(candidates: int, gpus: int, workload: Workload | None = None,
     workload = workload or Workload()
     throughput = throughput or Throughput()
     per = workload.per_inspection()
-    gpu_s = per["prefill_tokens"] / throughput.prefill_tokens_per_s + per["decode_tokens"] / throughput.decode_tokens_per_s
+    gpu_s = (per["prefill_tokens"] / throughput.prefill_tokens_per_s
+             + per["decode_tokens"] / throughput.decode_tokens_per_s)
     per["gpu_seconds"] = gpu_s
     total_gpu_h = candidates * gpu_s / 3600.0
     totals = {

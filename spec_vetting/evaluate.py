@@ -39,7 +39,9 @@ PUBLISHED_TABLE1 = {
     "AstroCLIP": {"cv": 74.7, "carbon": 84.1, "ss": 62.4, "gm": 52.3, "wd": 48.8, "mean_f1": 64.5, "mean_acc": 87.3},
     "CarbonNet": {"cv": 76.6, "carbon": 87.5, "ss": 64.4, "gm": 52.0, "wd": 40.8, "mean_f1": 64.3, "mean_acc": 83.7},
     "o3": {"cv": 57.1, "carbon": 53.1, "ss": 53.3, "gm": 60.0, "wd": 37.8, "mean_f1": 52.3, "mean_acc": 85.5},
-    "Qwen2.5-VL-7B": {"cv": 25.4, "carbon": 31.5, "ss": 27.3, "gm": 29.0, "wd": 28.1, "mean_f1": 28.3, "mean_acc": 30.6},
+    "Qwen2.5-VL-7B": {
+        "cv": 25.4, "carbon": 31.5, "ss": 27.3, "gm": 29.0, "wd": 28.1, "mean_f1": 28.3, "mean_acc": 30.6,
+    },
 }
 SPECVI_TASKS = ("cv", "carbon", "ss", "gm", "wd")
 SPECVI_COLUMN_NAMES = {"cv": "CV", "carbon": "CS", "ss": "SS", "gm": "MG", "wd": "WD"}

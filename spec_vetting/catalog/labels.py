@@ -38,7 +38,8 @@ def read_label_file(path) -> dict[LabelKey, str]:
     """Labels of a CSV/Parquet label list or review export, keyed by (candidate_id, task or None)."""
     path = Path(path)
     if not path.is_file():
-        raise CandidateListError(path, "label file not found", hint="pass a CSV or Parquet file with candidate_id,label")
+        raise CandidateListError(path, "label file not found",
+                                 hint="pass a CSV or Parquet file with candidate_id,label")
     if path.suffix.lower() in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 

@@ -66,7 +66,8 @@ def render_picture(verdict: dict, turn: dict) -> bytes:
             "its pictures cannot be drawn again; runs that need them should set store_pictures: true"
         )
     spectrum = read_spectrum(path, _target(verdict.get("target")))
-    tool = ZoomTool(spectrum.wavelength, spectrum.flux, verdict.get("redshift"), turn.get("picture_title") or "Spectrum")
+    tool = ZoomTool(spectrum.wavelength, spectrum.flux, verdict.get("redshift"),
+                    turn.get("picture_title") or "Spectrum")
     if turn.get("zoom_min") is None or turn.get("turn") == -1:
         return tool.full_view()
     return tool._render((turn["zoom_min"], turn["zoom_max"]))

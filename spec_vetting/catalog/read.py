@@ -190,11 +190,13 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
             {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
         ],
         "n_rows": n_rows,
-        "current": {t: {v: n for (tt, v), n in sorted(current.items()) if tt == t} for t in sorted({k[0] for k in current})},
+        "current": {
+            t: {v: n for (tt, v), n in sorted(current.items()) if tt == t} for t in sorted({k[0] for k in current})
+        },
     }
 
 
-# ---------------------------------------------------------------------------------------------------- one run as records
+# ------------------------------------------------------------------------------------------------ one run as records
 
 
 @dataclass

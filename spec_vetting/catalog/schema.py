@@ -87,7 +87,8 @@ VERDICTS_SCHEMA = _schema(
         _f("p_yes_source", pa.string(), "How p_yes was obtained: logprobs, self_consistency, rules_score"),
         _f("justification", pa.string(), "The answer's justification text (after the boxed verdict)"),
         _f("reason", pa.string(), "Why the verdict is UNDECIDED (budget, no answer ...)"),
-        _f("error_kind", pa.string(), "Machine-readable error kind when verdict is ERROR (read_error, engine_error ...)"),
+        _f("error_kind", pa.string(),
+           "Machine-readable error kind when verdict is ERROR (read_error, engine_error ...)"),
         _f("error_message", pa.string(), "What failed and what to do, when verdict is ERROR"),
         _f("engine", pa.string(), "Engine that inspected: openai, local, rules ..."),
         _f("engine_version", pa.string(), "Engine implementation version"),
@@ -116,7 +117,8 @@ VERDICTS_SCHEMA = _schema(
         _f("label", pa.string(), "Known answer from the candidate list (YES/NO), when given"),
         _f("n_turns", pa.int32(), "Assistant turns taken"),
         _f("n_tool_calls", pa.int32(), "Zoom tool calls made"),
-        _f("zoom_windows", pa.string(), "JSON list of [min, max] rest-frame windows the model zoomed into", unit="Angstrom"),
+        _f("zoom_windows", pa.string(), "JSON list of [min, max] rest-frame windows the model zoomed into",
+           unit="Angstrom"),
         _f("prompt_tokens", pa.int64(), "Prompt tokens over all turns (null when the server did not report them)"),
         _f("completion_tokens", pa.int64(), "Completion tokens over all turns"),
         _f("cached_tokens", pa.int64(), "Prompt tokens served from the server's prefix cache over all turns"),
@@ -124,7 +126,8 @@ VERDICTS_SCHEMA = _schema(
         _f("started_at", pa.timestamp("ms", tz="UTC"), "When the inspection started"),
         _f("elapsed_s", pa.float64(), "Wall time of the inspection", unit="s"),
         _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
-        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, an integer out of range dropped); null when none"),
+        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, "
+           "an integer out of range dropped); null when none"),
     ],
     "One row per (candidate, task, run): the verdict and everything needed to trace it.",
 )
@@ -134,7 +137,8 @@ TURNS_SCHEMA = _schema(
     [
         _f("run_id", pa.string(), "Run that produced the row", nullable=False),
         _f("candidate_id", pa.string(), "Candidate id, joins verdicts", nullable=False),
-        _f("turn", pa.int32(), "Assistant turn, 0-based; -1 is the full view shown before the first turn", nullable=False),
+        _f("turn", pa.int32(), "Assistant turn, 0-based; -1 is the full view shown before the first turn",
+           nullable=False),
         _f("assistant_text", pa.string(), "Raw assistant text of the turn (null on turn -1)"),
         _f("tool_call", pa.string(), "JSON of the parsed tool call: name, arguments, error; null when none"),
         _f("tool_response_text", pa.string(), "Text the tool answered (without the <tool_response> markup)"),
@@ -142,7 +146,8 @@ TURNS_SCHEMA = _schema(
         _f("zoom_max", pa.float64(), "Upper edge of the zoom window, rest frame", unit="Angstrom"),
         _f("image_png", pa.binary(), "PNG bytes of the picture shown (null unless the job stores pictures; they are "
            "re-rendered from picture_* and the verdict's path/target/redshift)"),
-        _f("picture_sha256", pa.string(), "sha256 (hex) of the PNG shown: the full view on turn -1, the zoom otherwise; "
+        _f("picture_sha256", pa.string(),
+           "sha256 (hex) of the PNG shown: the full view on turn -1, the zoom otherwise; "
            "null when the turn showed no picture"),
         _f("picture_title", pa.string(), "Plot title the picture was drawn with"),
         _f("renderer_version", pa.string(), "Version id of the renderer that drew the picture"),
@@ -153,7 +158,8 @@ TURNS_SCHEMA = _schema(
         _f("endpoint", pa.string(), "Endpoint that answered (HTTP engine)"),
         _f("finish_reason", pa.string(), "Why generation stopped: stop, length ..."),
         _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
-        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, an integer out of range dropped); null when none"),
+        _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, "
+           "an integer out of range dropped); null when none"),
     ],
     "One row per assistant turn of each inspection, plus a turn -1 row carrying the initial full-view image.",
 )

@@ -27,8 +27,9 @@ def bench():
 @click.option("--engine", default="rules", show_default=True, help="rules | openai | local | scripted | module:Class")
 @click.option("--endpoint", "endpoints", multiple=True, help="OpenAI-compatible base URL with /v1 (repeatable)")
 @click.option("--model", help="served model id (openai) or local model folder (local)")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("specvi-bench-catalog"),
-              show_default=True, help="catalog root the run is written to (runs accumulate; a rerun resumes)")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("specvi-bench-catalog"), show_default=True,
+              help="catalog root the run is written to (runs accumulate; a rerun resumes)")
 @click.option("--pattern", default="*.parquet", show_default=True, help="which files of FOLDER (e.g. 'test_*.parquet')")
 @click.option("--workers", type=int, help="Dask workers (default: the pipeline's)")
 @click.option("--in-process", is_flag=True, help="run shards in threads of this process (no worker processes)")

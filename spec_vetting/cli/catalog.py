@@ -18,7 +18,8 @@ def _check_root(root: str) -> None:
     p = Path(root)
     if not (p / "verdicts").is_dir() and not (p / "_runs").is_dir():
         click.echo(
-            f"error: {root}: not a catalog root (no verdicts/ or _runs/ inside); pass the --out folder of `spec-vet run`",
+            f"error: {root}: not a catalog root (no verdicts/ or _runs/ inside); "
+            "pass the --out folder of `spec-vet run`",
             err=True,
         )
         sys.exit(2)
@@ -57,7 +58,8 @@ def summary(root: str, as_json: bool) -> None:
         if r["errors_by_kind"]:
             click.echo("  errors: " + ", ".join(f"{k} {n}" for k, n in sorted(r["errors_by_kind"].items())))
     for task, counts in s.get("current", {}).items():
-        click.echo(f"current {task:<10} {sum(counts.values()):>7}  " + "  ".join(f"{v} {counts[v]}" for v in VERDICT_COLUMNS if counts.get(v)))
+        click.echo(f"current {task:<10} {sum(counts.values()):>7}  "
+                   + "  ".join(f"{v} {counts[v]}" for v in VERDICT_COLUMNS if counts.get(v)))
     click.echo(f"verdicts: {Path(root).resolve() / 'verdicts'}  current view: {Path(root).resolve() / 'current'}")
 
 
@@ -136,7 +138,8 @@ def export(root, fmt, output, current, where, run_id) -> None:
     \b
     Examples:
       spec-vet catalog export catalog/ --format fits -o verdicts.fits --current
-      spec-vet catalog export catalog/ --format votable -o cv_yes.vot --current --where "task = 'cv' AND verdict = 'YES'"
+      spec-vet catalog export catalog/ --format votable -o cv_yes.vot --current \\
+          --where "task = 'cv' AND verdict = 'YES'"
     """
     from ..catalog.export import export_catalog
     from ..errors import CatalogReadError

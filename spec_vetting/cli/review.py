@@ -120,7 +120,8 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
             continue
         verdict = verdicts[(cid, task)]
         if (row.get("verdict") or "").strip() and row["verdict"].strip().upper() != verdict:
-            problems.append(f"{where}: the decision was made on verdict {row['verdict'].strip()}, the run's is {verdict}")
+            problems.append(f"{where}: the decision was made on verdict {row['verdict'].strip()}, "
+                            f"the run's is {verdict}")
             continue
         decision = (row.get("decision") or "").strip().lower()
         quality = (row.get("vi_quality") or "").strip()
@@ -155,7 +156,8 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
             continue
         clean.append({
             **{k: (row.get(k) or "").strip() for k in ("comment", "reviewer", "reviewed_at")},
-            "candidate_id": cid, "task": task, "verdict": verdict, "decision": decision, "label": label or implied or "",
+            "candidate_id": cid, "task": task, "verdict": verdict, "decision": decision,
+            "label": label or implied or "",
             "vi_quality": quality, "vi_issues": issues, "vi_z": vi_z, "vi_spectype": spectype,
             "run_id": data.run_id, "imported_at": now, "source": str(Path(decisions_file).resolve()),
         })

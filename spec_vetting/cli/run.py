@@ -32,7 +32,8 @@ def _job_option(field: str, *flags: str, **kwargs):
 #: (job field, option) for every field of the job file (a test walks the schema to keep this complete)
 JOB_OPTIONS = [
     _job_option("candidates", "--candidates", multiple=True, type=click.Path(), metavar="PATH",
-                help="Candidate source: table (CSV/Parquet/FITS), folder, glob, DESI coadd, SpecVI parquet. Repeatable."),
+                help="Candidate source: table (CSV/Parquet/FITS), folder, glob, DESI coadd, SpecVI parquet. "
+                "Repeatable."),
     _job_option("tasks", "--task", multiple=True, shell_complete=complete_task,
                 help="Task key (cv, carbon, ss, gm, wd, ...). Repeatable. See `spec-vet tasks list`."),
     _job_option("tasks_file", "--tasks-file", type=click.Path(dir_okay=False),
@@ -46,12 +47,15 @@ JOB_OPTIONS = [
     _job_option("engine.gateway", "--gateway", help="One router URL in front of the replicas, instead of --endpoint."),
     _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
-    _job_option("engine.timeout_s", "--timeout", type=float, help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
+    _job_option("engine.timeout_s", "--timeout", type=float,
+                help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
     _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
                 help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
     _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),
     _job_option("sampling.top_p", "--top-p", type=float, help="Nucleus sampling mass (1.0)."),
-    _job_option("sampling.max_tokens", "--max-tokens", type=int, help="Cap on tokens per assistant turn (default as training: the rest of the 32768-token response budget)."),
+    _job_option("sampling.max_tokens", "--max-tokens", type=int,
+                help="Cap on tokens per assistant turn "
+                "(default as training: the rest of the 32768-token response budget)."),
     _job_option("sampling.seed", "--seed", type=int, help="Sampling seed sent to the server."),
     _job_option("sampling.logprobs", "--logprobs/--no-logprobs",
                 help="p_yes from the answer token's log-probabilities."),

@@ -4,9 +4,9 @@ A candidate is (candidate id, optional task, a spectrum source, optional label).
 
 - a table, CSV / Parquet / FITS binary table, with a ``path`` column (also ``file`` or ``filename``; relative paths
   resolve against the table's folder) and optional ``candidate_id``, ``target`` or ``targetid``, ``task``,
-  ``label`` (YES/NO in the spellings of :mod:`spec_vetting.labels`), ``ra``, ``dec`` (degrees) and ``redrock`` (a DESI redshift
-  file to join; by default the reader looks for ``redrock-X.fits`` next to ``coadd-X.fits``). Column names are
-  matched case-insensitively, other columns are ignored;
+  ``label`` (YES/NO in the spellings of :mod:`spec_vetting.labels`), ``ra``, ``dec`` (degrees) and ``redrock``
+  (a DESI redshift file to join; by default the reader looks for ``redrock-X.fits`` next to ``coadd-X.fits``).
+  Column names are matched case-insensitively, other columns are ignored;
 - a directory (searched recursively) or a glob of FITS files: one candidate per file, except DESI coadd/spectra
   files, which give one candidate per usable science target (the only case where listing reads a file beyond its
   first header); DESI redrock/zbest files are skipped; a file that cannot be opened is still one candidate (its

@@ -215,7 +215,8 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
     for table in TABLES:
         schema = file_schema(table)
         # rows this run compacted before (an earlier attempt) of finished shards that are not staged again
-        earlier = sorted((root / table / run_date).glob(f"part-{run_id}-*.parquet")) if (root / table / run_date).is_dir() else []
+        date_dir = root / table / run_date
+        earlier = sorted(date_dir.glob(f"part-{run_id}-*.parquet")) if date_dir.is_dir() else []
         earlier_ds = ds.dataset([str(p) for p in earlier], format="parquet", schema=schema) if earlier else None
         tasks = set(parts[table])
         if earlier_ds is not None:

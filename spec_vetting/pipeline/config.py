@@ -143,7 +143,8 @@ class ClusterConfig(_Strict):
     processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
     memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
     dashboard: bool = Field(
-        True, description="serve the Dask dashboard (link printed at start); a LocalCluster's address comes from Dask's "
+        True,
+        description="serve the Dask dashboard (link printed at start); a LocalCluster's address comes from Dask's "
         "config key distributed.scheduler.dashboard.address (DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__ADDRESS; "
         "default ':0', a free port), the printed link from distributed.dashboard.link",
     )
@@ -387,7 +388,9 @@ def with_overrides(data: dict, overrides: dict | None = None, environ: dict[str,
     return data
 
 
-def load_job(path: str | os.PathLike, overrides: dict | None = None, environ: dict[str, str] | None = None) -> JobConfig:
+def load_job(
+    path: str | os.PathLike, overrides: dict | None = None, environ: dict[str, str] | None = None
+) -> JobConfig:
     """A job file, then environment overrides, then ``overrides`` (command-line options), validated."""
     return job_from_dict(with_overrides(load_job_dict(path), overrides, environ), str(path))
 

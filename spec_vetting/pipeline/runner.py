@@ -210,7 +210,8 @@ def already_vetted(
         cur = current.to_table(columns=keys, filter=in_list & ok)
         found.append(w.join(cur.group_by(keys).aggregate([]), keys, join_type="inner"))
         present = current.to_table(columns=["candidate_id", "task"], filter=in_list)
-        rest = w.join(found[0], keys, join_type="left anti").join(present, ["candidate_id", "task"], join_type="left semi")
+        rest = (w.join(found[0], keys, join_type="left anti")
+                .join(present, ["candidate_id", "task"], join_type="left semi"))
     verdicts = dataset(root, "verdicts")
     if verdicts is not None and rest.num_rows:
         in_rest = pc.field("candidate_id").isin(pc.unique(rest.column("candidate_id")))

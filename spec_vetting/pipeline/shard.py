@@ -2,9 +2,9 @@
 
 Waiting on model servers is what takes time, so a shard runs its inspections concurrently on one asyncio loop
 (bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS decoding happens in a thread so
-it never stalls the loop. The engine and its loop live for the whole worker process (:class:`EngineHost`). Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure
-that concerns the whole shard (the engine cannot start, the disk is full) fails the shard, which the run reports
-and a rerun retries.
+it never stalls the loop. The engine and its loop live for the whole worker process (:class:`EngineHost`).
+Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure that concerns the whole
+shard (the engine cannot start, the disk is full) fails the shard, which the run reports and a rerun retries.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
         return await asyncio.wait_for(fut, timeout_s)
     except TimeoutError:
         raise ReadTimeoutError(what, f"reading the spectrum took more than {timeout_s:g} s (stale network mount or "
-                               "a file that blocks?)", hint="check the file system; the pair is retried next run") from None
+                               "a file that blocks?)",
+                               hint="check the file system; the pair is retried next run") from None
 
 
 async def inspect_items(spec: ShardSpec, engine: Engine) -> list:

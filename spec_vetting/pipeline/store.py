@@ -1,10 +1,11 @@
 """Where a run's files go under a catalog root, and how they are written so a crash never leaves half a file.
 
 Shards write under ``_runs/<run_id>/parts/`` (one file per shard and task; :mod:`.compact` merges the parts of
-finished shards into the catalog's few large files). Every file is written under a temporary name starting with ``_`` in its final folder (Parquet readers skip such
-names) and renamed into place, which is atomic on one filesystem. Part file names are a function of
-(run_id, shard_id), so a shard that is run again (after a crash, or twice by Dask) replaces its own files instead of
-adding rows. A shard counts as done only when its marker exists, and the marker is written after its part files.
+finished shards into the catalog's few large files). Every file is written under a temporary name starting with
+``_`` in its final folder (Parquet readers skip such names) and renamed into place, which is atomic on one
+filesystem. Part file names are a function of (run_id, shard_id), so a shard that is run again (after a crash, or
+twice by Dask) replaces its own files instead of adding rows. A shard counts as done only when its marker exists,
+and the marker is written after its part files.
 """
 
 from __future__ import annotations

@@ -41,7 +41,8 @@ def encode_rows(rows: np.ndarray, colour_type: int, level: int = COMPRESS_LEVEL)
     height = rows.shape[0]
     width = (rows.shape[1] - 1) // (3 if colour_type == _RGB else 4)
     header = struct.pack(">IIBBBBB", width, height, 8, colour_type, 0, 0, 0)
-    return _SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.data, level)) + _chunk(b"IEND", b"")
+    return (_SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", zlib.compress(rows.data, level))
+            + _chunk(b"IEND", b""))
 
 
 def encode_png(rgba: np.ndarray, level: int = COMPRESS_LEVEL) -> bytes:

@@ -8,10 +8,10 @@ lives in ``review.js`` / ``review.css`` beside this module and is inlined at bui
 with their hashes allows exactly that code and nothing else (no network, no other script).
 
 A candidate weighs about 40 kB (its spectrum and trajectory; some 300 kB more with the model's pictures): one file
-for thousands of candidates would be hundreds of MB. So the trajectories are split over files of ``per_file`` candidates (``index.html``,
-``part-002.html``, ...). Every file carries the light index of ALL candidates (id, task, verdict, p_yes, review
-reasons, which file): the list, the filters and the CSV export cover the whole run from any file, and choosing a
-candidate of another file opens that file at that candidate.
+for thousands of candidates would be hundreds of MB. So the trajectories are split over files of ``per_file``
+candidates (``index.html``, ``part-002.html``, ...). Every file carries the light index of ALL candidates (id, task,
+verdict, p_yes, review reasons, which file): the list, the filters and the CSV export cover the whole run from any
+file, and choosing a candidate of another file opens that file at that candidate.
 
 What the reviewer sees of each candidate is an interactive plot of the real spectrum (``spectrum.js``): flux,
 noise from ivar and the bad-pixel mask, read again from the file the verdict row points at

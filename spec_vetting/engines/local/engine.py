@@ -461,7 +461,9 @@ class LocalEngine(Engine):
     def _strings(self) -> list[str]:
         if self._token_strings is None:
             tok = self.tokenizer
-            self._token_strings = [tok.convert_tokens_to_string([t]) for t in tok.convert_ids_to_tokens(range(len(tok)))]
+            self._token_strings = [
+                tok.convert_tokens_to_string([t]) for t in tok.convert_ids_to_tokens(range(len(tok)))
+            ]
         return self._token_strings
 
     def _p_yes(self, body: list[int], text: str, recorder: _TopLogprobRecorder, row: int) -> float | None:

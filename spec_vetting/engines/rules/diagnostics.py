@@ -130,7 +130,9 @@ def _window_stats(rs: RestSpectrum, lo: float, hi: float) -> tuple[float, float,
     wmin, wmax = rs.coverage
     try:
         if hi <= wmin or lo >= wmax:
-            raise NotMeasurable(f"window {lo:.0f}-{hi:.0f} Å is outside the rest-frame coverage {wmin:.0f}-{wmax:.0f} Å")
+            raise NotMeasurable(
+                f"window {lo:.0f}-{hi:.0f} Å is outside the rest-frame coverage {wmin:.0f}-{wmax:.0f} Å"
+            )
         covered = (min(hi, wmax) - max(lo, wmin)) / (hi - lo)
         i0, i1 = (int(i) for i in np.searchsorted(rs.wavelength, (lo, hi), side="left"))
         n_all = i1 - i0

@@ -255,8 +255,8 @@ def score_carbon(m: dict[str, Measurement]) -> TaskScore:
     t = _Terms(m)
     c2m = t.derive("c2_mean", _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08, "mean C2 depth"))
     c2 = _v(c2m)
-    t.add("c2_mean", 12.0 * (c2 - CARBON_C2_ZERO), CARBON_C2_ZERO, "deep C2 Swan bands absorbing blueward of their heads",
-          "little or reversed C2 absorption")
+    t.add("c2_mean", 12.0 * (c2 - CARBON_C2_ZERO), CARBON_C2_ZERO,
+          "deep C2 Swan bands absorbing blueward of their heads", "little or reversed C2 absorption")
     if _usable(m["cn_4216"], 0.1):
         t.add("cn_4216", 2.0 * _clip(_v(m["cn_4216"]), -0.2, 0.5), 0.0, "CN absorbs", "no CN absorption")
     if _usable(m["tio_7054"], 0.05) and _v(m["tio_7054"]) > 0.15 and c2 < 0.1:
@@ -312,8 +312,9 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     in giants). So a strong CaH or Na I pulls to NO whatever the TiO. YES needs a mean TiO depth of at least
     0.10 (an M star; K giants have less): below it the score is capped at -1. C2 bands (carbon star) cost 20 per unit
     depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star (TiO depth ≥ 0.08) none of
-    whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class. K I 7699 and Ca I 6162 are measured
-    and shown but not scored: at LAMOST resolution they do not separate the real dwarfs from giants here.
+    whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class.
+    K I 7699 and Ca I 6162 are measured and shown but not scored: at LAMOST resolution they do not separate the real
+    dwarfs from giants here.
     """
     if (abstain := _abstain_unless_any(m, ("tio_7054", "tio_6159"), 0.05, "the TiO bands")) is not None:
         return abstain
