@@ -1,4 +1,4 @@
-"""The catalog at survey scale (issue 13): files, bytes, run cost and query times of one night, extrapolated.
+"""The catalog at survey scale: files, bytes, run cost and query times of one night, extrapolated.
 
 N candidates x T tasks through the pipeline's `run_job` (what `spec-vet run` calls; threads LocalCluster, one
 worker) with the scripted engine (one zoom, then the answer), pictures replaced by a constant PNG (rendering is
@@ -146,12 +146,17 @@ def measure(root: Path, tasks: list[str], n: int, env: dict, tmp: Path, suffix=N
     one = f"b-{n // 2:07d}" if suffix is None else "b-0000001-r1"
     res["duckdb"] = _measured(
         "import duckdb\ncon = duckdb.connect()\n"
-        f"v = {r!r} + '/verdicts/*/*.parquet'\nt = {r!r} + '/turns/*/*.parquet'\nc = {r!r} + '/current/*.parquet'\n"
-        "def q(sql):\n    t0 = time.perf_counter(); n = len(con.sql(sql).fetchall()); return round(time.perf_counter() - t0, 4), n\n"
+        f"v = {r!r} + '/verdicts/*/*.parquet'\nt = {r!r} + '/turns/*/*.parquet'\n"
+        f"c = {r!r} + '/current/*.parquet'\n"
+        "def q(sql):\n"
+        "    t0 = time.perf_counter(); n = len(con.sql(sql).fetchall()); return round(time.perf_counter() - t0, 4), n\n"
         "_out['count_by_task_s'], _ = q(f\"SELECT task, count(*) FROM read_parquet('{v}') GROUP BY task\")\n"
-        f"_out['yes_one_task_radec_s'], _out['yes_rows'] = q(f\"SELECT candidate_id, ra, dec FROM read_parquet('{{v}}') WHERE task = '{tasks[0]}' AND verdict = 'YES'\")\n"
-        f"_out['one_candidate_turns_s'], _out['turn_rows'] = q(f\"SELECT * FROM read_parquet('{{t}}') WHERE candidate_id = '{one}'\")\n"
-        "_out['current_count_by_task_s'], _ = q(f\"SELECT task, verdict, count(*) FROM read_parquet('{c}') GROUP BY ALL\")\n",
+        "_out['yes_one_task_radec_s'], _out['yes_rows'] = q(f\"SELECT candidate_id, ra, dec FROM read_parquet('{v}') "
+        f"WHERE task = '{tasks[0]}' AND verdict = 'YES'\")\n"
+        "_out['one_candidate_turns_s'], _out['turn_rows'] = "
+        f"q(f\"SELECT * FROM read_parquet('{{t}}') WHERE candidate_id = '{one}'\")\n"
+        "_out['current_count_by_task_s'], _ = "
+        "q(f\"SELECT task, verdict, count(*) FROM read_parquet('{c}') GROUP BY ALL\")\n",
         env)
     return res
 

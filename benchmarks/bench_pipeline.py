@@ -189,7 +189,8 @@ def main() -> None:
     for t in results.get("throughput", []):
         print(f"throughput, {t['workers']} worker(s): {t['achieved_per_s']}/s of a {t['limit_per_s']}/s limit "
               f"({t['fraction_of_limit']:.0%}; {t['endpoints']} endpoints x {t['inflight_per_endpoint']} in flight, "
-              f"{t['delay_s']} s per turn, n={t['n']} in {t['shards']} shards; wall {t['wall_s_including_cluster_start']} s with start-up); "
+              f"{t['delay_s']} s per turn, n={t['n']} in {t['shards']} shards; "
+              f"wall {t['wall_s_including_cluster_start']} s with start-up); "
               f"busiest endpoint got {t['busiest_endpoint_share']:.0%} of the candidates, so the limit given the "
               f"sticky routing is {t['limit_given_routing_per_s']}/s: {t['fraction_of_routed_limit']:.0%} of it; "
               f"turns took {t['mean_turn_latency_s']} s on average as the client saw them, so the limit given that "

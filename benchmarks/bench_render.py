@@ -78,7 +78,7 @@ def time_ms(renders, w, f, window, repeat: int) -> list[tuple[float, float, floa
             render(w, f, window)
             wall[i].append((time.perf_counter() - t0) * 1000)
             cpu[i].append((time.process_time() - c0) * 1000)
-    return [(statistics.median(a), statistics.median(b), min(b)) for a, b in zip(wall, cpu)]
+    return [(statistics.median(a), statistics.median(b), min(b)) for a, b in zip(wall, cpu, strict=True)]
 
 
 def same_pixels(a: bytes, b: bytes) -> bool:
@@ -111,9 +111,9 @@ def main() -> int:
             base.append(timed[1])
             identical &= same_pixels(render_spectrum(w, f, window), render_baseline(w, f, window))
         # median over the inputs of each statistic
-        fm, fc, fmin = (statistics.median(x) for x in zip(*fast))
+        fm, fc, fmin = (statistics.median(x) for x in zip(*fast, strict=True))
         if base:
-            bm, bc, bmin = (statistics.median(x) for x in zip(*base))
+            bm, bc, bmin = (statistics.median(x) for x in zip(*base, strict=True))
             print(f"{label:>8} {fm:9.1f} {bm:12.1f} {bm / fm:6.1f}x {fc:9.1f} {bc:9.1f} {bc / fc:6.1f}x"
                   f" {fmin:9.1f} {bmin:9.1f} {bmin / fmin:6.1f}x  {'identical' if identical else 'DIFFER'}")
         else:
@@ -134,7 +134,8 @@ def main() -> int:
             marks.append(f"{i + 1}: {rss_mib():.1f}")
     elapsed = time.perf_counter() - t0
     print(
-        f"memory over {args.memory_renders} fast renders ({args.memory_window or 'every view'}) ({elapsed / max(1, args.memory_renders) * 1000:.1f} ms avg):"
+        f"memory over {args.memory_renders} fast renders ({args.memory_window or 'every view'})"
+        f" ({elapsed / max(1, args.memory_renders) * 1000:.1f} ms avg):"
         f" start {start:.1f} MiB; " + "; ".join(marks)
     )
 

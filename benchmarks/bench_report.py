@@ -44,7 +44,8 @@ def make_catalog(root: Path, n: int) -> None:
                          "path": str(files[i % len(files)]), "target": None, "obsid": 100000000 + i,
                          "ra": 126.50239999999997 + i * 1e-3, "dec": -0.0001450149058217, "redshift": 1e-4})
         for t, (lo, hi) in enumerate(windows):
-            call = {"name": "spectral_visualization_tool", "arguments": {"label": "H\u03b1 region", "wavelength_range": [lo, hi]}}
+            call = {"name": "spectral_visualization_tool",
+                    "arguments": {"label": "H\u03b1 region", "wavelength_range": [lo, hi]}}
             turns.append({"run_id": "bench", "candidate_id": cid, "turn": t,
                           "assistant_text": "<think>" + "The continuum and the lines look like this. " * 12 +
                                             "</think>\n<tool_call>\n" + json.dumps(call) + "\n</tool_call>",

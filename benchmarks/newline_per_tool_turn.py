@@ -36,7 +36,8 @@ def main() -> None:
         msgs += [assistant_message(ZOOM), tool_response_message(TOOL, b"PNG")]
     served = render_text(msgs)  # what a chat server renders (stock template: <|im_end|>\n after every message)
     # training: each generated turn ends at its <|im_end|>, the tool turn is appended without the newline
-    trained = served.replace("<|im_end|>\n<|im_start|>user\n<tool_response>", "<|im_end|><|im_start|>user\n<tool_response>")
+    trained = served.replace("<|im_end|>\n<|im_start|>user\n<tool_response>",
+                             "<|im_end|><|im_start|>user\n<tool_response>")
     a, b = tok(trained)["input_ids"], tok(served)["input_ids"]
     nl = tok("\n", add_special_tokens=False)["input_ids"]
     print(f"trained ids: {len(a)}, re-rendered ids: {len(b)}, difference: {len(b) - len(a)} "

@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spec_vetting.engines.rules.decision import GATE_SCORE, decide
+from spec_vetting.engines.rules.decision import GATE_SCORE, decide  # noqa: E402
 from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
 from spec_vetting.engines.rules.tasks import CALIBRATION_SEEDS  # noqa: E402
 from spec_vetting.fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
@@ -169,7 +169,7 @@ def reliability_table(seeds: range, n_bins: int = 5) -> str:
     edges = np.linspace(0.0, 1.0, n_bins + 1)
     out = ["| p_yes bin | n | mean p_yes | observed YES fraction | " + " | ".join(f"{t} n / obs" for t in TASKS) + " |",
            "|---|---|---|---|" + "---|" * len(TASKS)]
-    for lo, hi in zip(edges[:-1], edges[1:]):
+    for lo, hi in zip(edges[:-1], edges[1:], strict=True):
         sel = [(t, p, pos) for t, p, pos in rows if lo <= p < hi or (hi == 1.0 and p == 1.0)]
         if not sel:
             continue
@@ -255,7 +255,7 @@ def real_summary(rows) -> str:
            "|---|---|---|---|---|---|---|"]
     for task in TASKS:
         neg = fp = und = pos = tp = anyc = 0
-        for group, name, cls, z, verdicts in rows:
+        for group, _name, cls, _z, verdicts in rows:
             truth, d = _truth(group, cls)[task], verdicts[task]
             if truth == "any":
                 anyc += 1

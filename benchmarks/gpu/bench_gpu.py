@@ -256,7 +256,8 @@ def main(argv: list[str] | None = None) -> dict:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", choices=["7b", "3b"], default="7b")
     p.add_argument("--batch", default="8,32", help="comma-separated batch sizes (inspections generated together)")
-    p.add_argument("--turns", type=int, default=None, help=f"assistant turns per inspection (default: drawn in {TURNS})")
+    p.add_argument("--turns", type=int, default=None,
+                   help=f"assistant turns per inspection (default: drawn in {TURNS})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-seconds", type=float, default=240.0,
                    help="start no new batch size after this many seconds (the run must fit a short GPU slot)")

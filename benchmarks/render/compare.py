@@ -61,7 +61,8 @@ def main(which: str) -> int:
     for differs, d, n_diff, name, got, ref in rows:
         print(f"{'DIFF' if differs else 'same'} {d:9.6f} {n_diff:6d} px  {name:40s} got {got} ref {ref}")
     n_same = sum(not r[0] for r in rows)
-    print(f"{which}: {n_same} of {len(rows)} identical (same size, same pixels); worst MAD {max(r[1] for r in rows):.6f}")
+    print(f"{which}: {n_same} of {len(rows)} identical (same size, same pixels); "
+          f"worst MAD {max(r[1] for r in rows):.6f}")
     return 0 if n_same == len(rows) else 1
 
 
