@@ -58,6 +58,15 @@ def _write_atomic(path: Path, schema: pa.Schema, batches) -> int:
     return n
 
 
+def _merged_batches(verdicts, old, flt, keep):
+    """The run's rows of ``keep`` (matching ``flt``), then the old view's rows of every other candidate."""
+    for b in verdicts.to_batches(filter=flt & pc.field("candidate_id").isin(keep), batch_size=1 << 16):
+        yield b
+    if old is not None:
+        for b in old.to_batches(filter=~pc.field("candidate_id").isin(keep), batch_size=1 << 16):
+            yield b
+
+
 def update_current(root, run_id: str) -> dict[str, int]:
     """Fold run ``run_id``'s compacted verdicts into ROOT/current/; returns rows per task in the new view."""
     root = Path(root)
@@ -91,14 +100,8 @@ def update_current(root, run_id: str) -> dict[str, int]:
         if old is not None:
             lengths_in(pq.read_schema(path), lengths)
 
-        def batches():
-            for b in verdicts.to_batches(filter=flt & pc.field("candidate_id").isin(keep), batch_size=1 << 16):
-                yield b
-            if old is not None:
-                for b in old.to_batches(filter=~pc.field("candidate_id").isin(keep), batch_size=1 << 16):
-                    yield b
-
-        out[task] = _write_atomic(path, with_reader_metadata(schema, lengths), batches())
+        batches = _merged_batches(verdicts, old, flt, keep)
+        out[task] = _write_atomic(path, with_reader_metadata(schema, lengths), batches)
     return out
 
 

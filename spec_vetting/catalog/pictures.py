@@ -89,7 +89,7 @@ def turn_picture(root, candidate_id: str, task: str, turn: int, run_id: str | No
             t = v.to_table(columns=["run_id", "run_date"], filter=key) if v is not None else None
             if t is None or t.num_rows == 0:
                 raise CatalogReadError(f"{root}: no verdict for candidate {candidate_id!r} task {task!r}")
-            rows = [max(zip(t.column("run_date").to_pylist(), t.column("run_id").to_pylist()))[1]]
+            rows = [max(zip(t.column("run_date").to_pylist(), t.column("run_id").to_pylist(), strict=True))[1]]
         run_id = rows[0]
     verdicts = read_verdicts(root, run_id=run_id).filter(key).to_pylist()
     if not verdicts:
@@ -142,7 +142,7 @@ def fill_pictures(root, verdicts: list[dict], turns: dict[tuple[str, str], list[
     if files:
         shas = pa.array(sorted({r["picture_sha256"] for r in want}), pa.string())
         t = ds.dataset(files, format="parquet").to_table(filter=pc.field("picture_sha256").isin(shas))
-        found.update(zip(t.column("picture_sha256").to_pylist(), t.column("image_png").to_pylist()))
+        found.update(zip(t.column("picture_sha256").to_pylist(), t.column("image_png").to_pylist(), strict=True))
     by_key = {(str(v["candidate_id"]), v["task"]): v for v in verdicts}
     n = 0
     for key, rows in turns.items():

@@ -108,7 +108,7 @@ def count_by(root: str | os.PathLike, table: str, keys: list[str], filter=None) 
             continue
         grouped = pa.Table.from_batches([batch]).group_by(keys, use_threads=False).aggregate([([], "count_all")])
         cols = [grouped.column(k).to_pylist() for k in keys]
-        for key, n in zip(zip(*cols), grouped.column("count_all").to_pylist()):
+        for key, n in zip(zip(*cols, strict=True), grouped.column("count_all").to_pylist(), strict=True):
             out[key] = out.get(key, 0) + n
     return out
 
@@ -268,7 +268,7 @@ def records(table: pa.Table) -> list[dict[str, Any]]:
         else:
             cols[name] = col.to_pylist()
     names = list(cols)
-    return [dict(zip(names, row)) for row in zip(*(cols[n] for n in names))] if names else []
+    return [dict(zip(names, row, strict=True)) for row in zip(*(cols[n] for n in names), strict=True)] if names else []
 
 
 def run_manifest(root, run_id: str) -> dict:
@@ -288,7 +288,7 @@ def run_tasks_file(root, run_id: str) -> str | None:
 
 def _latest(table: pa.Table) -> str:
     """The run with the newest run_date; run ids break ties (they sort by start time in the pipeline's naming)."""
-    return max(zip(table.column("run_date").to_pylist(), table.column("run_id").to_pylist()))[1]
+    return max(zip(table.column("run_date").to_pylist(), table.column("run_id").to_pylist(), strict=True))[1]
 
 
 def _read_turns(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:

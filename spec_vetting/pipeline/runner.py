@@ -219,7 +219,7 @@ def already_vetted(
         found.append(rest.join(hist.group_by(keys).aggregate([]), keys, join_type="inner"))
     done: set[tuple[str, str, str]] = set()
     for t in found:
-        done.update(zip(*(t.column(k).to_pylist() for k in keys)))
+        done.update(zip(*(t.column(k).to_pylist() for k in keys), strict=True))
     done.update(_permanent_errors(root, identity, exclude_run, wanted))
     return done
 
@@ -580,7 +580,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
             )
             futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
                                          workers=use_workers, allow_other_workers=False))
-        sizes = {f.key: len(s.items) for f, s in zip(futures, pending)}
+        sizes = {f.key: len(s.items) for f, s in zip(futures, pending, strict=True)}
         bar = _progress(total_items, done_items, progress)
         try:
             for fut in as_completed(futures):

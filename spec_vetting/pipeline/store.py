@@ -95,7 +95,7 @@ class RunStore:
         if not self.incremental_skips_path.is_file():
             return None
         t = pq.read_table(self.incremental_skips_path)
-        return set(zip(t.column("candidate_id").to_pylist(), t.column("task").to_pylist()))
+        return set(zip(t.column("candidate_id").to_pylist(), t.column("task").to_pylist(), strict=True))
 
     def remove_unfinished_parts(self, done: set[str] | dict) -> int:
         """Delete this run's part files of shards without a done marker (a crash between a shard's part files and

@@ -203,7 +203,7 @@ def batch_tick_drawing(axis) -> None:
         tlb1, tlb2 = axis._get_ticklabel_bboxes(ticks, renderer)
         majors = set(axis.majorTicks)
         groups = ([t for t in ticks if t in majors], [t for t in ticks if t not in majors])
-        for major, group in zip((True, False), groups):
+        for major, group in zip((True, False), groups, strict=True):
             if _crowded(axis, group):
                 for tick in group:  # matplotlib's own order: overlapping lines blend one by one
                     tick.draw(renderer)

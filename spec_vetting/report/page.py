@@ -198,7 +198,7 @@ def downsample(wavelength, flux, ivar, mask, max_points: int = MAX_POINTS):
 def _runs(flags: np.ndarray) -> list[list[int]]:
     """[first, last] index pairs of the runs of True."""
     idx = np.flatnonzero(np.diff(np.concatenate([[0], flags.astype(np.int8), [0]])))
-    return [[int(a), int(b) - 1] for a, b in zip(idx[::2], idx[1::2])]
+    return [[int(a), int(b) - 1] for a, b in zip(idx[::2], idx[1::2], strict=True)]
 
 
 def spectrum_payload(spectrum, *, max_points: int = MAX_POINTS) -> dict:
@@ -348,7 +348,9 @@ def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, o
             "DATA": json_for_script(payload),
         }
         # one pass over the template only: text coming from the data is never searched for placeholders
-        pages.append((part_file_name(n), re.sub(r"__([A-Z_]+?)__", lambda m: values[m.group(1)], _asset("page.html"))))
+        # (``values`` bound as a default: each file's own, whenever the replacement runs)
+        page = re.sub(r"__([A-Z_]+?)__", lambda m, values=values: values[m.group(1)], _asset("page.html"))
+        pages.append((part_file_name(n), page))
     return pages
 
 

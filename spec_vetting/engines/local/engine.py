@@ -178,7 +178,7 @@ class _MicroBatcher:
                         if not f.done():
                             f.set_exception(exc)
                 else:
-                    for (_, f), reply in zip(batch, replies):
+                    for (_, f), reply in zip(batch, replies, strict=True):
                         if not f.done():
                             f.set_result(reply)
 
@@ -451,7 +451,7 @@ class LocalEngine(Engine):
             vals, idx = recorder.steps[j]
             chosen = float(recorder.chosen[j][row]) if j < len(recorder.chosen) else float(vals[row, 0])
             alts = [{"token": strings[t] if t < len(strings) else "", "logprob": float(v)}
-                    for v, t in zip(vals[row, :top].tolist(), idx[row, :top].tolist())]
+                    for v, t in zip(vals[row, :top].tolist(), idx[row, :top].tolist(), strict=True)]
             content.append({"token": strings[tid] if tid < len(strings) else "", "logprob": chosen,
                             "top_logprobs": alts})
         return {"content": content}
@@ -493,7 +493,7 @@ class LocalEngine(Engine):
         strings = self._strings()
         vals, idx = recorder.steps[k]
         mass = {"YES": 0.0, "NO": 0.0}
-        for lp, tid in zip(vals[row].tolist(), idx[row].tolist()):
+        for lp, tid in zip(vals[row].tolist(), idx[row].tolist(), strict=True):
             s = strings[tid] if tid < len(strings) else ""
             if len(s) <= len(lead):
                 continue

@@ -209,7 +209,7 @@ class QwenInputBuilder:
         # widen each placeholder to its image's token count, conversation by conversation, image by image
         k = 0
         widened = []
-        for ids, imgs in zip(rows, all_images):
+        for ids, _imgs in zip(rows, all_images, strict=True):
             out: list[int] = []
             n_img_tokens = 0
             for t in ids:
