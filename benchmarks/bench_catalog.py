@@ -10,7 +10,7 @@ and three DuckDB queries over the compacted files (count by task; YES rows of on
 candidate's turns), plus the same count over current/.
 
     /work/venvs/scale/bin/python benchmarks/bench_catalog.py [--n 4000] [--tasks 5] [--json out.json]
-    /work/venvs/scale/bin/python benchmarks/bench_catalog.py --full   # the 200k x 5 (hours on 2 cores)
+    /work/venvs/scale/bin/python benchmarks/bench_catalog.py --full   # 200k candidates x 5 tasks (hours on 2 cores)
 
 Extrapolation to 1M x 5 per night: bytes and CPU linear in rows; files per run are 2 x tasks (+ current/, one per
 task) whatever the row count; query times scaled linearly by rows from the measured ones (conservative: DuckDB's
@@ -166,7 +166,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=4000, help="candidates per night (x tasks = inspections)")
     ap.add_argument("--tasks", type=int, default=5)
     ap.add_argument("--shard-size", type=int, default=100)
-    ap.add_argument("--full", action="store_true", help="the issue's 200k candidates x 5 tasks")
+    ap.add_argument("--full", action="store_true", help="200k candidates x 5 tasks")
     ap.add_argument("--scale-to", type=int, default=200_000,
                     help="also replicate the night's files to this many candidates (x tasks rows; new candidate "
                          "ids) and measure the readers and queries there; 0: skip")

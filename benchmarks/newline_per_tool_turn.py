@@ -1,4 +1,4 @@
-"""Issue 12 section 5: the token difference between training's appended ids and a chat server's re-rendered prompt.
+"""The token difference between training's appended ids and a chat server's re-rendered prompt.
 
 In RL the next turn was appended to the generated ids (``...<|im_end|><|im_start|>user``, tool_agent_loop.py:104
 and 191-206); a chat server re-renders the history with the template (``...<|im_end|>\\n<|im_start|>user``).
