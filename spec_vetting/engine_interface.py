@@ -61,10 +61,11 @@ class Engine(abc.ABC):
         """Requests an engine built with ``options`` can have in flight over all its servers; None: no such cap."""
         return None
 
-    async def start(self) -> None:
+    # start/close are optional hooks (an engine with nothing to open keeps these no-ops), so not abstract
+    async def start(self) -> None:  # noqa: B027
         """Open connections, check health, load weights. Called once before the first session."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027
         """Release what :meth:`start` opened."""
 
     @abc.abstractmethod

@@ -16,7 +16,8 @@ from typing import Any
 
 from ..errors import SpectrumReadError
 from ..spectrum import Spectrum
-from . import desi, lamost, redrock, sdss  # noqa: F401 - importing registers the readers
+from . import desi, lamost, sdss  # noqa: F401 - importing registers the readers
+from . import redrock as redrock_files  # noqa: F401 - registers too; aliased: `redrock` is a parameter below
 from .fits_open import open_fits
 from .redrock import find_redrock_file
 from .registry import OnSkip, Reader, identify_reader

@@ -32,11 +32,12 @@ def check_matplotlib_version(found: str = matplotlib.__version__) -> None:
 check_matplotlib_version()
 
 # The fast renderer draws on FigureCanvasAgg directly and never touches pyplot, so importing this package does not
-# switch the user's matplotlib backend.
-from . import style
-from .fast import render_png
-from .layout import plan
-from .tokens import SIZE_CLASSES, image_tokens, smart_resize
+# switch the user's matplotlib backend. Imported only after the version check on purpose (E402): the renderer
+# relies on that matplotlib release's internals, so a wrong release fails with the message above, not deep inside.
+from . import style  # noqa: E402
+from .fast import render_png  # noqa: E402
+from .layout import plan  # noqa: E402
+from .tokens import SIZE_CLASSES, image_tokens, smart_resize  # noqa: E402
 
 #: bump when the pixels change on purpose (style, layout or matplotlib release) or may change (drawing method);
 #: "spec-o3-mpl3.10.5" names the trained style and the matplotlib release that reproduces it. r3: ported from
