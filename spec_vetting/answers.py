@@ -82,74 +82,76 @@ def _word(text: str, start: int = 0, end: int | None = None):
     return None, None
 
 
+def _tags_off(text: str, blocks: list) -> bool:
+    """Step 4 and the block count: the think tags unbalanced or absent, or not exactly one answer block."""
+    n_think_open, n_think_close = text.count("<think>"), text.count("</think>")
+    return (n_think_open != n_think_close or n_think_open == 0
+            or text.count("<answer>") != 1 or text.count("</answer>") != 1 or len(blocks) != 1)
+
+
+def _read_block(text: str, block: re.Match):
+    """Steps 1-2 on one answer block: (answer, position, source, justification, format error)."""
+    b0, b1 = block.start(1), block.end(1)
+    content, pos, m = _box(text, b0, b1)
+    if m is not None:
+        if content.upper() in VERDICTS:
+            return content.upper(), pos, "block", text[m.end():b1].strip(), False
+        return content, None, None, "", True  # used as it stands: a prediction that is neither YES nor NO
+    word, pos = _word(text, b0, b1)
+    if word is not None:
+        return word, pos, FALLBACK_ANSWER_WORD, text[b0:b1].strip(), True
+    return "", None, None, "", True
+
+
+def _read_anywhere(text: str):
+    """Step 3, when no answer block gave anything: (answer, position, source, justification)."""
+    content, pos, m = _box(text)
+    if m is not None:
+        if content.upper() in VERDICTS:
+            return content.upper(), pos, FALLBACK_BOXED_ANYWHERE, text[m.end():].strip()
+        if content:
+            return content, None, None, ""
+    word, pos = _word(text)
+    if word is not None:
+        return word, pos, FALLBACK_WORD_ANYWHERE, text.strip()
+    lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
+    if lines:
+        return lines[-1], None, FALLBACK_LAST_LINE, lines[-1]
+    return "", None, None, ""
+
+
+def _split(answer: str, source: str | None, format_error: bool, n_blocks: int):
+    """The production reader's split of what was read where: (verdict, recovered_verdict, status, fallback)."""
+    if source == "block":
+        if not format_error:
+            return answer, None, "well_formed", None
+        return answer, None, "recovered", FALLBACK_LAST_ANSWER if n_blocks > 1 else FALLBACK_FORMAT
+    if source == FALLBACK_ANSWER_WORD:
+        return answer, None, "recovered", source
+    if source in OUTSIDE_ANSWER:
+        return None, answer, "none", source
+    if source == FALLBACK_LAST_LINE:
+        return None, None, "none", source
+    return None, None, "none", None
+
+
 def read_answer(text: str) -> Reading:
     """The reward's reading of ``text`` (one turn, or a whole trajectory from :func:`trajectory_text`)."""
     text = text if isinstance(text, str) else ""
-    n_think_open, n_think_close = text.count("<think>"), text.count("</think>")
-    format_error = n_think_open != n_think_close or n_think_open == 0
-    if text.count("<answer>") != 1 or text.count("</answer>") != 1:
-        format_error = True
     blocks = list(_ANSWER.finditer(text))
+    format_error = _tags_off(text, blocks)
     answer, position, source, justification = "", None, None, ""
-    if not blocks:
-        format_error = True
-    else:
-        if len(blocks) != 1:
-            format_error = True
-        block = blocks[-1]
-        b0, b1 = block.start(1), block.end(1)
-        content, pos, m = _box(text, b0, b1)
-        if m is not None:
-            if content.upper() in VERDICTS:
-                answer, position, source = content.upper(), pos, "block"
-                justification = text[m.end():b1].strip()
-            else:  # used as it stands: a prediction that is neither YES nor NO
-                format_error = True
-                answer = content
-        else:
-            format_error = True
-            word, pos = _word(text, b0, b1)
-            if word is not None:
-                answer, position, source = word, pos, FALLBACK_ANSWER_WORD
-                justification = text[b0:b1].strip()
+    if blocks:
+        answer, position, source, justification, block_error = _read_block(text, blocks[-1])
+        format_error = format_error or block_error
     if not answer and format_error:
-        content, pos, m = _box(text)
-        if m is not None:
-            if content.upper() in VERDICTS:
-                answer, position, source = content.upper(), pos, FALLBACK_BOXED_ANYWHERE
-                justification = text[m.end():].strip()
-            else:
-                answer = content
-        if not answer:
-            word, pos = _word(text)
-            if word is not None:
-                answer, position, source = word, pos, FALLBACK_WORD_ANYWHERE
-                justification = text.strip()
-        if not answer:
-            lines = [ln.strip() for ln in text.split("\n") if ln.strip()]
-            if lines:
-                answer, source = lines[-1], FALLBACK_LAST_LINE
-                justification = lines[-1]
+        answer, position, source, justification = _read_anywhere(text)
     answer = answer.strip()
     if not answer:
         format_error = True
         answer = text.strip()
     predicted = re.sub(r"\s+", " ", answer).strip()
-
-    verdict = recovered = fallback = None
-    status = "none"
-    if source == "block":
-        verdict = answer
-        if format_error:
-            status, fallback = "recovered", FALLBACK_LAST_ANSWER if len(blocks) > 1 else FALLBACK_FORMAT
-        else:
-            status = "well_formed"
-    elif source == FALLBACK_ANSWER_WORD:
-        verdict, status, fallback = answer, "recovered", source
-    elif source in OUTSIDE_ANSWER:
-        recovered, fallback = answer, source
-    elif source == FALLBACK_LAST_LINE:
-        fallback = source
+    verdict, recovered, status, fallback = _split(answer, source, format_error, len(blocks))
     if verdict is None and recovered is None:
         position = None
     return Reading(predicted=predicted, format_error=format_error, verdict=verdict, recovered_verdict=recovered,
