@@ -88,6 +88,40 @@ def read_decisions(path) -> list[dict]:
     return rows
 
 
+def _field_problems(decision: str, quality: str, issues: str, spectype: str, vi_z: str) -> list[str]:
+    """What in a row's fields (already stripped and cased) is not the review page's vocabulary."""
+    from ..catalog.review_schema import DECISIONS, VI_ISSUES, VI_QUALITY, VI_SPECTYPES
+
+    bad = []
+    if decision and decision not in DECISIONS:
+        bad.append(f"decision {decision!r} (one of {', '.join(DECISIONS)})")
+    if quality and quality not in VI_QUALITY:
+        bad.append(f"vi_quality {quality!r} (0-4)")
+    if any(ch not in VI_ISSUES for ch in issues):
+        bad.append(f"vi_issues {issues!r} (letters {''.join(VI_ISSUES)})")
+    if spectype and spectype not in VI_SPECTYPES:
+        bad.append(f"vi_spectype {spectype!r} (one of {', '.join(VI_SPECTYPES)})")
+    try:
+        if vi_z:
+            float(vi_z)
+    except ValueError:
+        bad.append(f"vi_z {vi_z!r}")
+    return bad
+
+
+def _write_stored(path: Path, stored: dict[tuple[str, str], dict]) -> None:
+    """ROOT/_review/decisions.csv, sorted by (candidate_id, task), written to a temporary file then renamed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".csv.tmp")
+    columns = _stored_columns()
+    with open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for k in sorted(stored):
+            writer.writerow({c: stored[k].get(c, "") for c in columns})
+    tmp.replace(path)
+
+
 def import_decisions(root, decisions_file, run_id=None) -> dict:
     """Check the decisions against the run they were made on and merge them into ROOT/_review/decisions.csv.
 
@@ -96,7 +130,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
     """
     from ..catalog.labels import normalise_label, read_label_file, reviewed_labels_path
     from ..catalog.read import read_run
-    from ..catalog.review_schema import DECISIONS, VI_ISSUES, VI_QUALITY, VI_SPECTYPES, label_from_decision
+    from ..catalog.review_schema import label_from_decision
 
     rows = read_decisions(decisions_file)
     runs_named = {r.get("run_id") for r in rows if r.get("run_id")}
@@ -128,20 +162,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
         issues = (row.get("vi_issues") or "").strip().upper()
         vi_z = (row.get("vi_z") or "").strip()
         spectype = (row.get("vi_spectype") or "").strip().upper()
-        bad = []
-        if decision and decision not in DECISIONS:
-            bad.append(f"decision {decision!r} (one of {', '.join(DECISIONS)})")
-        if quality and quality not in VI_QUALITY:
-            bad.append(f"vi_quality {quality!r} (0-4)")
-        if any(ch not in VI_ISSUES for ch in issues):
-            bad.append(f"vi_issues {issues!r} (letters {''.join(VI_ISSUES)})")
-        if spectype and spectype not in VI_SPECTYPES:
-            bad.append(f"vi_spectype {spectype!r} (one of {', '.join(VI_SPECTYPES)})")
-        try:
-            if vi_z:
-                float(vi_z)
-        except ValueError:
-            bad.append(f"vi_z {vi_z!r}")
+        bad = _field_problems(decision, quality, issues, spectype, vi_z)
         try:
             label = normalise_label(row.get("label"), path=decisions_file, row=i - 1)
         except SpecVettingError as exc:
@@ -171,15 +192,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
             stored[(r["candidate_id"], r["task"])] = r
     for r in clean:
         stored[(r["candidate_id"], r["task"])] = r  # a later decision on the same verdict replaces the earlier one
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".csv.tmp")
-    columns = _stored_columns()
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, columns, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
-        for k in sorted(stored):
-            writer.writerow({c: stored[k].get(c, "") for c in columns})
-    tmp.replace(path)
+    _write_stored(path, stored)
     labels = read_label_file(path)
     new_labels = [r["label"] for r in clean if r["label"]]
     return {"path": path, "run_id": data.run_id, "rows": len(clean), "labels": len(new_labels),
