@@ -64,6 +64,28 @@ def card_value(card: bytes) -> str:
     return value.decode("ascii", "replace").strip()
 
 
+def _data_bytes(cards: dict[bytes, str], hdu: int, path: str) -> int:
+    """Bytes of data (padding not counted) that HDU ``hdu``'s header announces, from its size keywords."""
+    try:
+        bitpix = abs(int(cards.get(b"BITPIX", "8")))
+        naxis = int(cards.get(b"NAXIS", "0"))
+        dims = [int(cards.get(b"NAXIS%d" % (k + 1), "0")) for k in range(naxis)]
+        pcount = int(cards.get(b"PCOUNT", "0"))
+        gcount = int(cards.get(b"GCOUNT", "1"))
+    except ValueError as exc:
+        raise SpectrumReadError(path, f"HDU {hdu} has an unreadable size keyword ({exc})") from None
+    if naxis == 0:
+        return 0
+    n = 1
+    for d in dims:
+        n *= d
+    if hdu == 0 and cards.get(b"GROUPS") == "T" and dims and dims[0] == 0:  # random groups: NAXIS1 = 0
+        n = 1
+        for d in dims[1:]:
+            n *= d
+    return bitpix // 8 * gcount * (pcount + n)
+
+
 def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int | None = None) -> None:
     """Walk the HDU headers and make sure every data section the headers announce is in the file.
 
@@ -105,25 +127,7 @@ def check_structure(data: bytes | None, path: str, *, file_obj=None, size: int |
                 _check_ascii(card, hdu, path)
                 if card[8:10] == b"= " and key not in cards:
                     cards[key] = card_value(card)
-        try:
-            bitpix = abs(int(cards.get(b"BITPIX", "8")))
-            naxis = int(cards.get(b"NAXIS", "0"))
-            dims = [int(cards.get(b"NAXIS%d" % (k + 1), "0")) for k in range(naxis)]
-            pcount = int(cards.get(b"PCOUNT", "0"))
-            gcount = int(cards.get(b"GCOUNT", "1"))
-        except ValueError as exc:
-            raise SpectrumReadError(path, f"HDU {hdu} has an unreadable size keyword ({exc})") from None
-        if naxis == 0:
-            nbytes = 0
-        else:
-            n = 1
-            for d in dims:
-                n *= d
-            if hdu == 0 and cards.get(b"GROUPS") == "T" and dims and dims[0] == 0:
-                n = 1
-                for d in dims[1:]:
-                    n *= d
-            nbytes = bitpix // 8 * gcount * (pcount + n)
+        nbytes = _data_bytes(cards, hdu, path)
         if pos + nbytes > total:
             name = cards.get(b"EXTNAME", "").strip("'").strip()
             label = f"HDU {hdu}" + (f" ({name})" if name else "")
