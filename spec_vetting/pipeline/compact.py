@@ -225,20 +225,7 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
         for task in sorted(tasks):
             files = parts[table].get(task, [])
             restaged = pa.array(sorted({_shard_of(p, run_id) for p in files}), pa.string())
-            # first pass: the longest text of each column (astropy's Table.read needs it in the schema)
-            lengths: dict[str, int] = {}
-            for p in earlier:
-                lengths_in(pq.read_schema(p), lengths)
-            text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
-                         (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
-            for path in files:
-                known = lengths_in(pq.read_schema(path))
-                if known:  # written by this version's shards
-                    for k, v in known.items():
-                        lengths[k] = max(lengths.get(k, 1), v)
-                else:  # an older root's part
-                    text_lengths(pq.read_table(path, columns=text_cols), lengths)
-            lengths.update(run_date=len(run_date), task=max(1, len(task)))
+            lengths = _column_lengths(table, task, run_date, earlier, files)
             out_schema = with_reader_metadata(schema, lengths)
             sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", out_schema, target_bytes=target_bytes)
             try:
@@ -263,6 +250,31 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
                 raise
     written_pictures = pictures.sink.close()
     keep = {p.resolve() for files in written.values() for p in files} | {p.resolve() for p in written_pictures}
+    _remove_stale_outputs(root, run_id, run_date, keep)
+    return {"files": {t: len(v) for t, v in written.items()} | {"pictures": len(written_pictures)}, "rows": rows}
+
+
+def _column_lengths(table: str, task: str, run_date: str, earlier: list[Path], files: list[Path]) -> dict[str, int]:
+    """First pass of a compaction: the longest text of each column (astropy's Table.read needs it in the schema)."""
+    lengths: dict[str, int] = {}
+    for p in earlier:
+        lengths_in(pq.read_schema(p), lengths)
+    text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
+                 (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
+    for path in files:
+        known = lengths_in(pq.read_schema(path))
+        if known:  # written by this version's shards
+            for k, v in known.items():
+                lengths[k] = max(lengths.get(k, 1), v)
+        else:  # an older root's part
+            text_lengths(pq.read_table(path, columns=text_cols), lengths)
+    lengths.update(run_date=len(run_date), task=max(1, len(task)))
+    return lengths
+
+
+def _remove_stale_outputs(root: Path, run_id: str, run_date: str, keep: set[Path]) -> None:
+    """Remove this run's compacted files that were not just written (resolved paths in ``keep``), and its per-shard
+    files of an older root's hive layout."""
     for table in (*TABLES, PICTURES_DIR):
         folder = root / table / run_date
         for p in folder.glob(f"part-{run_id}-*.parquet") if folder.is_dir() else []:
@@ -274,7 +286,6 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
         for p in sorted(legacy.glob(f"task=*/part-{run_id}-*.parquet")) if legacy.is_dir() else []:
             p.unlink(missing_ok=True)
             _remove_empty_dirs(p.parent, stop=root / table)
-    return {"files": {t: len(v) for t, v in written.items()} | {"pictures": len(written_pictures)}, "rows": rows}
 
 
 def _remove_empty_dirs(folder: Path, stop: Path) -> None:
