@@ -25,7 +25,8 @@ def spectrum_catalog(tmp: Path, n: int = 6):
         verdicts.append(verdict_row(item["candidate_id"], "cv", verdict, label="YES", p_yes=0.6 if desi else None,
                                     path=path, target=target, **extra))
         rows = turn_rows(item["candidate_id"], "cv", "YES" if verdict == "UNDECIDED" else verdict)
-        call = {"name": "spectral_visualization_tool", "arguments": {"label": "H\u03b1", "wavelength_range": [6500, 6600]}}
+        call = {"name": "spectral_visualization_tool",
+                "arguments": {"label": "H\u03b1", "wavelength_range": [6500, 6600]}}
         rows[1]["tool_call"] = json.dumps(call)  # as the pipeline stores it: ensure_ascii, "H\\u03b1"
         turns += rows
     return write_catalog(tmp / "cat", verdicts, turns), items

@@ -97,7 +97,7 @@ def test_exports_open_in_astropy_with_units_and_exact_ids(real_root, tmp_path, f
     if fmt in ("fits", "votable", "ecsv"):  # masked integer columns: ids exact, nulls masked
         for col in ("obsid", "targetid", "plate", "mjd", "fiberid", "_healpix_29"):
             got = {str(c): (None if v is None or getattr(v, "mask", False) is True else int(v))
-                   for c, v in zip(table["candidate_id"], table[col].tolist())}
+                   for c, v in zip(table["candidate_id"], table[col].tolist(), strict=True)}
             assert got == {r["candidate_id"]: r[col] for r in want}, col
 
 
@@ -108,7 +108,7 @@ def test_exact_ids_through_pandas(real_root):
         df = pd.read_parquet(real_root / folder)  # the README recipe, no options
         want = {r["candidate_id"]: r for r in read_verdicts(real_root).to_pylist()}
         assert str(df["targetid"].dtype) == "Int64" and str(df["obsid"].dtype) == "Int64"
-        for cid, tid, obsid in zip(df["candidate_id"], df["targetid"], df["obsid"]):
+        for cid, tid, obsid in zip(df["candidate_id"], df["targetid"], df["obsid"], strict=True):
             assert (None if pd.isna(tid) else int(tid)) == want[cid]["targetid"]
             assert (None if pd.isna(obsid) else int(obsid)) == want[cid]["obsid"]
     # a file read alone has task and run_date; astropy opens it

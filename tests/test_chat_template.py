@@ -27,18 +27,21 @@ RL_TEMPLATE = (REPO / "deploy" / "chat_template.jinja").read_text()
 STOCK_TEMPLATE = (REPO / "deploy" / "chat_template_stock.jinja").read_text()
 
 PNG = b"\x89PNG fake bytes: templates never decode images"
-TASK_TEXT = "Analyze the provided spectrum to determine if it is a **Cataclysmic Variables (CV)**.\n- broad Balmer emission"
+TASK_TEXT = ("Analyze the provided spectrum to determine if it is a **Cataclysmic Variables (CV)**.\n"
+             "- broad Balmer emission")
 TURN1 = (
     "<think>Broad emission near H-alpha? Zoom.</think>\n<tool_call>\n"
     '{"name": "spectral_visualization_tool", "arguments": {"label": "Zoom on the H\u03b1 region", '
     '"wavelength_range": [6500, 6600]}}\n</tool_call>'
 )
-TOOL1 = "Generated spectral visualization focused on wavelength range (6500, 6600) \u00c5 for Zoom on the H\u03b1 region."
+TOOL1 = ("Generated spectral visualization focused on wavelength range (6500, 6600) \u00c5 "
+         "for Zoom on the H\u03b1 region.")
 TURN2 = (
     "<think>Try a window outside the data.</think>\n<tool_call>\n"
     '{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [100, 200]}}\n</tool_call>'
 )
-TOOL2 = "Error: The specified wavelength range [100, 200] is invalid or outside the available data range [3700.0, 9100.0]."
+TOOL2 = ("Error: The specified wavelength range [100, 200] is invalid or outside the available data range "
+         "[3700.0, 9100.0].")
 FINAL = "<think>Broad, double-peaked H-alpha.</think>\n<answer>\\boxed{YES} Broad Balmer emission.</answer>"
 
 IMG = "<|vision_start|><|image_pad|><|vision_end|>"

@@ -50,7 +50,8 @@ def test_tool_response_text_only_and_cut():
 
 def test_render_text_matches_protocol_layout():
     task = get_task("wd")
-    raw = '<think>x</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [4000, 4200]}}\n</tool_call>'
+    raw = ('<think>x</think>\n<tool_call>\n'
+           '{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [4000, 4200]}}\n</tool_call>')
     msgs = build_initial_messages(task, PNG) + [assistant_message(raw), tool_response_message("ok.", ZOOM)]
     img = "<|vision_start|><|image_pad|><|vision_end|>"
     expected = (

@@ -161,7 +161,7 @@ def test_review_reasons_and_queue_order():
 
 def test_plots_are_pngs(tmp_path):
     data = rows("cv", MIXED)
-    for r, p in zip(data, [0.9, 0.2, None, None, 0.1, 0.8, 0.5, None]):
+    for r, p in zip(data, [0.9, 0.2, None, None, 0.1, 0.8, 0.5, None], strict=True):
         r["p_yes"] = p
     written = write_plots(evaluate(data), tmp_path)
     assert sorted(p.name for p in written) == ["calibration.png", "confusion.png"]

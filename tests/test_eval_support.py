@@ -55,7 +55,8 @@ def turn_rows(candidate_id, task, verdict="YES", *, run_id="run-1", run_date="20
         {**base, "turn": 0,
          "assistant_text": first_text or '<think>zoom</think>\n<tool_call>\n{"name": "spectral_visualization_tool", '
                                          '"arguments": {"wavelength_range": [6500, 6600]}}\n</tool_call>',
-         "tool_call": json.dumps({"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [6500, 6600]}}),
+         "tool_call": json.dumps({"name": "spectral_visualization_tool",
+                                  "arguments": {"wavelength_range": [6500, 6600]}}),
          "tool_response_text": "Generated spectral visualization focused on wavelength range (6500, 6600) Å.",
          "zoom_min": 6500.0, "zoom_max": 6600.0, "image_png": image},
         {**base, "turn": 1, "assistant_text": answer, "tool_call": None, "tool_response_text": None,

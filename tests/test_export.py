@@ -105,7 +105,8 @@ def test_verl_rows_like_specvi_bench(tmp_path):
     rows = pq.read_table(out).to_pylist()
     assert [r["extra_info"]["candidate_id"] for r in rows] == ["right", "reviewed"]
     assert summary.skipped == {"no spectrum file to re-read (inline candidate)": 1,
-                               "spectrum file no longer readable (a relative path resolves against the current folder)": 1,
+                               "spectrum file no longer readable "
+                               "(a relative path resolves against the current folder)": 1,
                                "no label or reviewer decision": 1}
     row = rows[0]
     assert row["data_source"] == "cv"

@@ -200,7 +200,8 @@ def test_p_yes_reads_tokens_that_merge_the_brace_with_the_verdict(tiny_model_dir
 def test_random_model_ends_undecided_with_the_reason(tiny_model_dir):
     engine = LocalEngine(tiny_model_dir)
     (result,) = _run(_inspect(engine, ["rand-1"], sampling=Sampling(max_tokens=12)))
-    assert result.verdict == "UNDECIDED", (result.verdict, result.error_message, [t.assistant_text for t in result.turns])
+    assert result.verdict == "UNDECIDED", (result.verdict, result.error_message,
+                                           [t.assistant_text for t in result.turns])
     assert result.reason and "max_tokens" in result.reason
     assert result.status == "none" and result.engine == "local" and result.model == tiny_model_dir.name
     assert len(result.turns) == 1 and result.turns[0].usage.completion_tokens == 12

@@ -46,7 +46,8 @@ def test_zoom_then_answer():
     assert r.justification == "broad Balmer emission"
     assert len(r.turns) == 2 and r.n_tool_calls == 1
     t0 = r.turns[0]
-    assert t0.tool_response_text == "Generated spectral visualization focused on wavelength range (6500, 6600) Å for Hα."
+    assert t0.tool_response_text == ("Generated spectral visualization focused on wavelength range (6500, 6600) Å "
+                                     "for Hα.")
     assert t0.image_png == b"PNG (6500.0, 6600.0)" and t0.zoom_window == (6500.0, 6600.0)
     assert r.initial_image_png == b"PNG None"
     assert r.engine == "scripted" and r.model == "scripted" and r.prompt_version == get_task("cv").version
@@ -69,7 +70,8 @@ def test_redshift_used_for_rest_frame():
 
 
 def test_tool_error_goes_back_as_text_and_loop_continues():
-    bad = '<tool_call>{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [7000, 6000]}}</tool_call>'
+    bad = ('<tool_call>{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [7000, 6000]}}'
+           '</tool_call>')
     unknown = '<tool_call>{"name": "plot", "arguments": {}}</tool_call>'
     eng = ScriptedEngine([bad, unknown, NO])
     r = run(eng)

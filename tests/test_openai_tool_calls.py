@@ -48,5 +48,6 @@ def test_server_parsed_tool_call_is_written_back_as_the_model_wrote_it(content):
 
 def test_text_that_already_holds_the_call_is_left_alone():
     raw = f'<tool_call>\n{{"name": "{TOOL_NAME}", "arguments": {ARGS}}}\n</tool_call>'
-    message = {"role": "assistant", "content": raw, "tool_calls": [{"function": {"name": TOOL_NAME, "arguments": ARGS}}]}
+    message = {"role": "assistant", "content": raw,
+               "tool_calls": [{"function": {"name": TOOL_NAME, "arguments": ARGS}}]}
     assert parse_chat_response(_reply(message)).text == raw

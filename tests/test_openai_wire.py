@@ -36,7 +36,8 @@ def test_request_body_follows_the_wire_rules():
     body = chat_request_body(conversation(), model="spec-o3-7b", sampling=Sampling())
     assert set(body) == {"model", "messages", "stream", "temperature", "top_p", "max_tokens"}  # no tools, no seed
     assert body["model"] == "spec-o3-7b" and body["stream"] is False
-    assert body["temperature"] == 0.0 and body["max_tokens"] == 32768  # training: the response budget (protocol.RESPONSE_TOKENS)
+    # training: the response budget (protocol.RESPONSE_TOKENS)
+    assert body["temperature"] == 0.0 and body["max_tokens"] == 32768
     msgs = body["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert isinstance(msgs[0]["content"], str) and isinstance(msgs[2]["content"], str)

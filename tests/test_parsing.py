@@ -12,7 +12,8 @@ from spec_vetting.inspect import parse_answer, parse_tool_call
 from spec_vetting.inspect.parsing import has_answer_block, parse_tool_calls
 from spec_vetting.inspect.zoom import ZoomTool, answer_tool_call
 
-CALL = '{"name": "spectral_visualization_tool", "arguments": {"label": "Zoom on the Hα region", "wavelength_range": [6500, 6600]}}'
+CALL = ('{"name": "spectral_visualization_tool", '
+        '"arguments": {"label": "Zoom on the Hα region", "wavelength_range": [6500, 6600]}}')
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,8 @@ def test_first_valid_call_runs_and_string_arguments_are_kept():
     assert parse_tool_call(text).arguments["wavelength_range"] == [6500, 6600]
     s = parse_tool_call('<tool_call>{"name": "spectral_visualization_tool", "arguments": "{}"}</tool_call>')
     assert s.arguments == "{}" and s.error is None
-    assert parse_tool_call('<tool_call>{"name": "zoom", "arguments": {}}</tool_call>').error == "unknown tool name 'zoom'"
+    assert (parse_tool_call('<tool_call>{"name": "zoom", "arguments": {}}</tool_call>').error
+            == "unknown tool name 'zoom'")
 
 
 @pytest.mark.parametrize("text", ["", "no call here", "<think>x</think><answer>\\boxed{YES}</answer>", None, 42])

@@ -29,8 +29,8 @@ def test_unsafe_values_are_made_safe_and_listed():
     assert safe["prompt_tokens"] is None and safe["completion_tokens"] == 12 and safe["obsid"] == 123456789
     assert safe["n_turns"] is None and len(safe["reason"]) == MAX_TEXT_CHARS
     notes = safe["value_notes"]
-    for what in ("justification: invalid UTF-16 surrogates", "prompt_tokens: 1000000000000000019884624838656 is outside",
-                 "n_turns:", "reason: cut from"):
+    for what in ("justification: invalid UTF-16 surrogates",
+                 "prompt_tokens: 1000000000000000019884624838656 is outside", "n_turns:", "reason: cut from"):
         assert what in notes
 
 
@@ -45,7 +45,9 @@ def _reply(messages, ctx, turn):
 
 
 class PoisonEngine(ScriptedEngine):
-    """The scripted engine answering with :func:`_reply` (a job file names it as ``test_poison_replies:PoisonEngine``)."""
+    """The scripted engine answering with :func:`_reply`.
+
+    A job file names it as ``test_poison_replies:PoisonEngine``."""
 
     def __init__(self):
         super().__init__(_reply)

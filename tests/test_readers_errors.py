@@ -120,7 +120,7 @@ def test_backends_agree(name):
     a = list(iter_spectra(DATA / name, backend="astropy", on_skip=lambda s: None))
     b = list(iter_spectra(DATA / name, backend="fitsio", on_skip=lambda s: None))
     assert len(a) == len(b) >= 1
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         for attr in ("wavelength", "flux", "ivar", "mask"):
             np.testing.assert_array_equal(getattr(x, attr), getattr(y, attr))
         assert x.meta == y.meta

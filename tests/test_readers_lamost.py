@@ -111,7 +111,8 @@ def _coadd_table_from_image(src: Path, dst: Path, *, drop: str | None = None) ->
     prim.header["DATA_V"] = "LAMOST DR10"
     names = ["FLUX", "IVAR", "WAVELENGTH", "ANDMASK", "ORMASK", "NORMALIZATION"]
     rows = [img[0], img[1], img[2], img[3], img[4], img[0] / np.median(img[0])]
-    cols = [fits.Column(name=nm, format=f"{n}E", array=r[None, :]) for nm, r in zip(names, rows) if nm != drop]
+    cols = [fits.Column(name=nm, format=f"{n}E", array=r[None, :])
+            for nm, r in zip(names, rows, strict=True) if nm != drop]
     fits.HDUList([prim, fits.BinTableHDU.from_columns(cols, name="COADD")]).writeto(dst)
     return dst
 

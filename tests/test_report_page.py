@@ -7,7 +7,9 @@ import hashlib
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
+from report_support import spectrum_catalog
 from test_eval_support import XSS_IMG, XSS_SCRIPT, png, turn_rows, verdict_row, write_catalog
 
 from spec_vetting.catalog.read import read_run
@@ -156,9 +158,6 @@ def test_cli_report_per_file(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ spectrum, ids, size, import
-
-import pytest
-from report_support import spectrum_catalog
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,8 @@ TURN1 = (
     '{"name": "spectral_visualization_tool", "arguments": {"label": "Zoom on the H\u03b1 region", '
     '"wavelength_range": [6500, 6600]}}\n</tool_call>'
 )
-TOOL1 = "Generated spectral visualization focused on wavelength range (6500, 6600) \u00c5 for Zoom on the H\u03b1 region."
+TOOL1 = ("Generated spectral visualization focused on wavelength range (6500, 6600) \u00c5 "
+         "for Zoom on the H\u03b1 region.")
 TURN2 = (
     "<think>And H-beta.</think>\n<tool_call>\n"
     '{"name": "spectral_visualization_tool", "arguments": {"wavelength_range": [4800, 4920]}}\n</tool_call>'
@@ -166,7 +167,8 @@ def test_inspect_zooms_then_answers_yes_with_cache_hits_and_p_yes(vllm_server, t
         engine = LocalEngine(vllm_server.model_dir)
         await engine.start()
         try:
-            return await run_inspection(inspection_context("local"), get_task("cv"), engine, renderer=spectrum_renderer(),
+            return await run_inspection(inspection_context("local"), get_task("cv"), engine,
+                                        renderer=spectrum_renderer(),
                                         sampling=Sampling(max_tokens=MAX_TOKENS, logprobs=True, top_logprobs=20))
         finally:
             await engine.close()
@@ -226,7 +228,8 @@ def test_vllm_renders_the_two_zoom_conversation_as_trained(vllm_server):
     assert next(counts, None) is None, "the layout has fewer image placeholders than pictures"
 
     if served != expected:  # say where they part, in text
-        k = next((i for i, (a, b) in enumerate(zip(served, expected)) if a != b), min(len(served), len(expected)))
+        k = next((i for i, (a, b) in enumerate(zip(served, expected, strict=False)) if a != b),
+                 min(len(served), len(expected)))
         raise AssertionError(
             f"vLLM's prompt differs from the trained layout at token {k} of {len(expected)} (served {len(served)}):\n"
             f"served:   {tokenizer.decode(served[max(0, k - 8):k + 12], skip_special_tokens=False)!r}\n"

@@ -312,7 +312,8 @@ TRAJ_TURN1 = (
     '{"name": "spectral_visualization_tool", "arguments": {"label": "Zoom on the H-alpha region", '
     '"wavelength_range": [6500, 6600]}}\n</tool_call>'
 )
-TRAJ_FINAL = "<think>Broad Balmer emission lines are present.</think>\n<answer>\\boxed{YES} Broad Balmer emission.</answer>"
+TRAJ_FINAL = ("<think>Broad Balmer emission lines are present.</think>\n"
+              "<answer>\\boxed{YES} Broad Balmer emission.</answer>")
 
 
 def fixed_spectrum():
@@ -372,7 +373,7 @@ def _simple_render(wavelength, flux, wavelength_range=None, title="Spectrum") ->
     x = (wl - wl.min()) / max(np.ptp(wl), 1e-9) * (w - 1)
     y = (1 - (fx - fx.min()) / max(np.ptp(fx), 1e-9)) * (h - 1)
     img = Image.new("RGB", (w, h), "white")
-    ImageDraw.Draw(img).line(list(zip(x.tolist(), y.tolist())), fill="blue", width=1)
+    ImageDraw.Draw(img).line(list(zip(x.tolist(), y.tolist(), strict=True)), fill="blue", width=1)
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return buf.getvalue()
