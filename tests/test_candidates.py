@@ -169,11 +169,11 @@ def test_missing_sources_and_formats(tmp_path):
         load_candidates(tmp_path / "x.json")
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert load_candidates(empty) == []  # an empty incoming folder is a normal night (issue 14)
+    assert load_candidates(empty) == []  # an empty incoming folder is a normal night, not an error
 
 
 def test_links_and_fifos_in_a_folder_are_candidates_with_errors(spectra_dir, tmp_path):
-    """Issue 14: dangling links, link loops and FIFOs used to vanish from a folder listing without a message."""
+    """Dangling links, link loops and FIFOs used to vanish from a folder listing without a message."""
     import os
     import threading
 

@@ -72,7 +72,8 @@ EXPECTED = (
 
 
 def client_conversation() -> list[Message]:
-    """The conversation as the client builds it (the LOOP engineer's builders when present, else by hand)."""
+    """The conversation as the client builds it (spec_vetting.inspect.conversation's builders when present, else the
+    same list by hand from protocol.py)."""
     try:
         from spec_vetting.inspect.conversation import (
             assistant_message,

@@ -154,7 +154,7 @@ def test_balmer_decrement_is_the_ratio_of_line_fluxes():
 
 
 def test_every_feature_set_measures_what_the_issue_lists():
-    """The diagnostics an expert checks per task (issue 5), by the names the engine cites them under."""
+    """The diagnostics an expert checks per task, by the names the engine cites them under."""
     required = {
         "cv": ["EW(Hα)", "EW(Hβ)", "EW(Hγ)", "FWHM(Hα)", "FWHM(Hβ)", "FWHM(Hγ)", "EW(He I 5876)", "EW(He II 4686)",
                "Balmer decrement", "continuum slope", "peak separation"],

@@ -48,8 +48,8 @@ def test_no_positive_label_is_f1_na_and_left_out_of_macro():
 
 
 def test_a_run_with_no_mistake_has_macro_f1_one():
-    """The issue's measurement: every verdict right, one of four tasks with a positive label, read macro-F1 0.250
-    (the three tasks without one counted as F1 0); it must read 1.000."""
+    """Every verdict right, one of four tasks with a positive label: macro-F1 once read 0.250 (the three tasks
+    without one counted as F1 0); it must read 1.000."""
     data = rows("cv", [("YES", "YES"), ("NO", "NO")]) + [
         r for t in ("carbon", "ss", "gm") for r in rows(t, [("NO", "NO"), ("NO", "NO")])]
     ev = evaluate(data)

@@ -1,4 +1,5 @@
-"""Issue 12 section 3-4 checks that need no model: Table-1 scoring with the reward, the built-in prompt warning."""
+"""Fidelity checks to the upstream training code that need no model: Table-1 scoring with the reward, the built-in
+prompt warning."""
 
 from __future__ import annotations
 

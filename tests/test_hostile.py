@@ -1,4 +1,4 @@
-"""Issue 14: a hostile OpenAI-compatible server and hostile inputs driven through `spec-vet run` (subprocesses).
+"""A hostile OpenAI-compatible server and hostile inputs driven through `spec-vet run` (subprocesses).
 
 The server is the standard-library test server (tests/fake_server.py) on 127.0.0.1: it answers /health but can
 accept chat requests and never answer (each request sleeps, bounded, and stops with the server), fail, drop, or

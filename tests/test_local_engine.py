@@ -1,4 +1,4 @@
-"""The in-process Qwen2.5-VL engine on a tiny model built offline (issue 4, tests 1 and 2 in process).
+"""The in-process Qwen2.5-VL engine on a tiny model built offline, in two tests run in process:
 
 1. the random tiny model through the engine and the real inspection loop: it writes neither a call nor an answer,
    and the loop records UNDECIDED with the reason;
@@ -194,7 +194,7 @@ def test_p_yes_reads_tokens_that_merge_the_brace_with_the_verdict(tiny_model_dir
     assert engine._p_yes(body, "no verdict", Recorder, 0) is None
 
 
-# ---- issue 4 test 1: the random model through the loop -----------------------------------------------------------
+# ---- 1. the random model through the loop -----------------------------------------------------------------------
 
 
 def test_random_model_ends_undecided_with_the_reason(tiny_model_dir):
@@ -208,7 +208,7 @@ def test_random_model_ends_undecided_with_the_reason(tiny_model_dir):
     assert result.turns[0].usage.prompt_tokens > 200  # system text, image tokens and task prompt
 
 
-# ---- issue 4 test 2: the trained model zooms, then answers YES ----------------------------------------------------
+# ---- 2. the trained model zooms, then answers YES ----------------------------------------------------------------
 
 
 @pytest.mark.slow

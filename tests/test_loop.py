@@ -173,7 +173,7 @@ def test_recovered_verdict_kept_and_flagged():
     # inside an answer block: the verdict, flagged
     r = run(ScriptedEngine(["<think>a</think><answer>Yes, it is a CV</answer>"]))
     assert (r.verdict, r.status, r.fallback) == ("YES", "recovered", "answer_word")
-    # issue 14 item 5: a word dug out of a text with no answer block is not a verdict
+    # a word dug out of a text with no answer block is not a verdict (kept as recovered_verdict)
     r = run(ScriptedEngine(["Yes, it is a CV"]))
     assert (r.verdict, r.status, r.fallback, r.recovered_verdict) == ("UNDECIDED", "none", "word_anywhere", "YES")
     assert "recovered_verdict" in r.reason

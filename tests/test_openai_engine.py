@@ -225,7 +225,7 @@ def test_create_engine_factory():
         create_engine("openai", endpoints=["http://x/v1"], colour="red")
 
 
-# --- fault injection (issue 4, test 3) ---------------------------------------------------------------------------
+# --- fault injection: errors, rate limits, stalls, dropped connections and garbage from the server -------------
 
 
 @pytest.mark.timeout(60)

@@ -93,7 +93,7 @@ def lp(*tokens):
         # spacing and case variants, and verdict words split into pieces ("Y" + "ES")
         (lp("<answer>\\boxed{", (" Yes", {" Yes": 0.5, " no": 0.5}), "}</answer>"), 0.5),
         (lp("<answer>\\boxed{", ("Y", {"Y": 0.9, "N": 0.1}), "ES}</answer>"), 0.9),
-        # issue 12 section 3: the verdict taken is the FIRST box of the answer, and p_yes is read there
+        # as upstream scores: the verdict taken is the FIRST box of the answer, and p_yes is read there
         (lp("<answer>\\boxed{", ("YES", {"YES": 0.8, "NO": 0.2}), "} not \\boxed{", ("NO", {"NO": 0.8, "YES": 0.2}),
             "}</answer>"), 0.8),
         # no alternatives given: the chosen token alone
@@ -101,7 +101,7 @@ def lp(*tokens):
                       {"token": "}</answer>", "logprob": 0.0}]}, 0.0),
         # an answer block without a box: its word is the verdict (answer_word), read at that token
         (lp("<answer>", ("YES", {"YES": 0.7, "NO": 0.3}), "</answer>"), 0.7),
-        # no verdict: a box outside any answer block is not one (issue 14 item 5), nor a box of another word
+        # no verdict: a box outside any answer block is not one, nor a box of another word
         (lp("\\boxed{", ("YES", {"YES": 0.6, "NO": 0.4}), "}"), None),
         (lp("<answer>\\boxed{", ("maybe", {"maybe": 1.0}), "}</answer>"), None),
         (lp("\\boxed{"), None),

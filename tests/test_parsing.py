@@ -143,7 +143,7 @@ W = "<think>reasoning</think>\n"
         (W + "<answer>Yes, it is a CV</answer>", "YES", "recovered", "answer_word", None),
         (W + "<answer>no, this is not one</answer>", "NO", "recovered", "answer_word", None),
         (W + "<answer>Yes and no</answer>", "YES", "recovered", "answer_word", None),
-        # no answer block: what the fallbacks find is kept apart, not a verdict (issue 14 item 5)
+        # no answer block: what the fallbacks find is kept apart, not a verdict
         (W + "The verdict is \\boxed{NO}.", None, "none", "boxed_anywhere", "NO"),
         (W + "<answer>\\boxed{YES}", None, "none", "boxed_anywhere", "YES"),  # unclosed answer
         ("Yes, it is a CV", None, "none", "word_anywhere", "YES"),

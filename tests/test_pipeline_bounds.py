@@ -1,4 +1,4 @@
-"""Issue 14: the defaults bound a hung endpoint or file to minutes; the in-flight cap is never multiplied."""
+"""The defaults bound a hung endpoint or file to minutes; the in-flight cap is never multiplied."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14: damaged and impossible inputs are read errors naming the file and the key, never a verdict, a hang or
+"""Damaged and impossible inputs are read errors naming the file and the key, never a verdict, a hang or
 an error blamed on another file; survey sentinels mean "unknown" with a warning."""
 
 from __future__ import annotations

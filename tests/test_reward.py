@@ -1,4 +1,4 @@
-"""The RL reward = upstream ``recipe/spec_o3/spec_o3.py`` ``compute_score`` (issue 12 section 3).
+"""The RL reward = upstream ``recipe/spec_o3/spec_o3.py`` ``compute_score``, score for score.
 
 Expected scores and predicted classes were produced by running upstream's function on each string
 (tests/data/upstream/README.md: ``spec_o3.py:210``).
@@ -25,7 +25,7 @@ def test_reward_equals_upstream(text, truth, score, predicted):
 
 
 def test_first_box_of_the_answer_is_read():
-    # issue 12 section 3: upstream reads the first \boxed{}; "Carbon star" is the prediction, never YES
+    # upstream reads the first \boxed{}; "Carbon star" is the prediction, never YES
     text = "<think>a</think><answer>\\boxed{Carbon star} ... \\boxed{YES}</answer>"
     assert compute_score("carbon", text, "YES") == {"score": pytest.approx(-0.2), "predicted_class": "Carbon star",
                                                     "true_class": "YES"}

@@ -226,7 +226,7 @@ def test_plan_zooms_overlap_the_data():
 
 
 def test_engine_cost_without_rendering_is_small():
-    """The issue's target is <= 10 ms per inspection; allow slack here for a loaded CI machine."""
+    """The target is <= 10 ms per inspection; allow slack here for a loaded CI machine."""
     sp = make_spectrum("m_giant", seed=SEEDS[0], snr=30.0)
     reply_texts(sp, "gm")  # warm up
     costs = []

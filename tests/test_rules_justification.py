@@ -122,7 +122,8 @@ def test_real_justifications_follow_their_numbers():
 
 
 def test_calibration_is_monotone_and_half_at_the_boundary():
-    """p_yes rises with the score and is 0.5 where the score changes sign (issue 15: never 0.81 at +0.05)."""
+    """p_yes rises with the score and is 0.5 where the score changes sign (a score of +0.05 gives just
+    over 0.5, never 0.81)."""
     import numpy as np
 
     for key, t in RULES_TASKS.items():

@@ -157,7 +157,7 @@ def test_real_stars_without_redshift_are_still_decided(verdicts):
     assert not changed, "\n".join(changed)
 
 
-# ---- issue 15: literature M dwarfs and more LAMOST DR1 stars (tests/data/real, see MANIFEST_rules.csv) ----
+# ---- literature M dwarfs and more LAMOST DR1 stars (tests/data/real, see MANIFEST_rules.csv) ----------------
 
 REAL_HERE = Path(__file__).parent / "data" / "real"
 

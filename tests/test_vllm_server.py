@@ -1,4 +1,4 @@
-"""Issue 11: the model path against a real inference server, vLLM's CPU build serving the trained tiny Qwen2.5-VL.
+"""The model path against a real inference server, vLLM's CPU build serving the trained tiny Qwen2.5-VL.
 
 One server for the session (``vllm_server`` in tests/conftest.py; tests/vllm_server.py says how it is started).
 The oracles are independent of the code under test: the server itself (its rendering, its positions, its prefix
