@@ -401,18 +401,7 @@ def run_job(
         items = plan.items
         skipped_incremental = 0
         if job.incremental:
-            skips = store.read_incremental_skips() if previous else None
-            if skips is None:
-                asked = {(*i.key, task_for(i, job.tasks_file, task_cache).version) for i in items}
-                vetted = already_vetted(root, identity, exclude_run=run_id, wanted=asked)
-                skips = {
-                    i.key for i in items
-                    if (*i.key, task_for(i, job.tasks_file, task_cache).version) in vetted
-                }
-                store.write_incremental_skips(skips)
-            keep = [i for i in items if i.key not in skips]
-            skipped_incremental = len(items) - len(keep)
-            items = keep
+            items, skipped_incremental = _skip_vetted(job, root, store, identity, items, previous, task_cache)
         shards = make_shards(items, shard_size)
         store.remove_temporaries()
         done = store.done_markers()
@@ -500,6 +489,22 @@ def run_job(
         return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
     finally:
         lock.release()
+
+
+def _skip_vetted(job, root: Path, store: RunStore, identity, items, previous, task_cache: dict) -> tuple[list, int]:
+    """An incremental run's pairs still to inspect, and how many it skips as vetted already with this model and
+    prompt version. The skipped set is recorded with the run on its first attempt; a resumed attempt reads it back."""
+    skips = store.read_incremental_skips() if previous else None
+    if skips is None:
+        asked = {(*i.key, task_for(i, job.tasks_file, task_cache).version) for i in items}
+        vetted = already_vetted(root, identity, exclude_run=store.run_id, wanted=asked)
+        skips = {
+            i.key for i in items
+            if (*i.key, task_for(i, job.tasks_file, task_cache).version) in vetted
+        }
+        store.write_incremental_skips(skips)
+    keep = [i for i in items if i.key not in skips]
+    return keep, len(items) - len(keep)
 
 
 def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, shards, runlog, run_id: str) -> None:
