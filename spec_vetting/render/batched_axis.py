@@ -42,8 +42,6 @@ _SIZE_FREE_LOCATORS = (MultipleLocator, NullLocator, FixedLocator)
 def memoise_ticks(axis) -> None:
     """Make ``axis._update_ticks()`` and the tick label boxes compute once per (view interval, axes box, locators,
     dpi) - and per renderer for the boxes."""
-    compute_ticks = axis._update_ticks
-    compute_boxes = axis._get_ticklabel_bboxes
     memo: dict = {}
 
     def state() -> tuple:
@@ -57,6 +55,15 @@ def memoise_ticks(axis) -> None:
             id(axis.get_minor_locator()),
             ax.figure.dpi,
         )
+
+    _memoise_tick_values(axis, memo, state)
+    _memoise_label_layout(axis, memo, state)
+
+
+def _memoise_tick_values(axis, memo: dict, state) -> None:
+    """:func:`memoise_ticks`' part for the ticks and their label boxes (``memo`` and ``state`` shared)."""
+    compute_ticks = axis._update_ticks
+    compute_boxes = axis._get_ticklabel_bboxes
 
     def size_free_state(key: tuple) -> tuple:
         # the size reaches the ticks only through locators that ask ``axis.get_tick_space()``: equal answers give
@@ -89,6 +96,12 @@ def memoise_ticks(axis) -> None:
         boxes1, boxes2 = memo["boxes"]
         return [b.frozen() for b in boxes1], [b.frozen() for b in boxes2]
 
+    axis._update_ticks = update_ticks
+    axis._get_ticklabel_bboxes = ticklabel_bboxes
+
+
+def _memoise_label_layout(axis, memo: dict, state) -> None:
+    """:func:`memoise_ticks`' part for the axis label's placement and the axis box (``memo`` and ``state`` shared)."""
     compute_label_position = axis._update_label_position
     compute_tightbbox = axis.get_tightbbox
 
@@ -113,8 +126,6 @@ def memoise_ticks(axis) -> None:
         box = memo[("tight_box", for_layout_only)]
         return None if box is None else box.frozen()
 
-    axis._update_ticks = update_ticks
-    axis._get_ticklabel_bboxes = ticklabel_bboxes
     axis._update_label_position = update_label_position
     axis.get_tightbbox = get_tightbbox
 
