@@ -174,7 +174,7 @@ def test_a_dask_scheduler_file_is_what_spec_vet_connects_with(tmp_path):
 
 
 def test_k8s_and_compose_dry_runs_and_yaml():
-    assert any("kubectl" in ln and "sglang.yaml" in ln for ln in dry("k8s/apply.sh", "job.yaml", "--dry-run"))
+    assert any("kubectl" in ln and ln.endswith("/sglang.yaml") for ln in dry("k8s/apply.sh", "job.yaml", "--dry-run"))
     assert any("docker compose" in ln for ln in dry("compose/up.sh", "job.yaml", "--dry-run"))
     docs = [d for f in sorted((DEPLOY / "k8s").glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
     kinds = {d["kind"] for d in docs}
@@ -185,7 +185,62 @@ def test_k8s_and_compose_dry_runs_and_yaml():
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
     assert any(a.startswith("--chat-template=") for a in container["args"])
     compose = yaml.safe_load((DEPLOY / "compose/compose.yaml").read_text())
-    assert sum(1 for name in compose["services"] if name.startswith("sglang-")) == 8
+    assert sum(1 for name in compose["services"] if name.startswith("replica-")) == 8
+
+
+def _flag_map(argv: list[str]) -> dict[str, str | None]:
+    """``--key value`` / ``--key=value`` / ``--flag`` arguments as a mapping."""
+    flags, i = {}, 0
+    while i < len(argv):
+        key, _, inline = argv[i].partition("=")
+        if inline:
+            flags[key], i = inline, i + 1
+        elif i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            flags[key], i = argv[i + 1], i + 2
+        else:
+            flags[key], i = None, i + 1
+    return flags
+
+
+#: what a deployment sets its own way: where it listens and where the template file sits
+_LOCAL_FLAGS = ("--host", "--port", "--chat-template")
+
+
+def _server_flags(argv: list[str]) -> dict[str, str | None]:
+    return {k: v for k, v in _flag_map(argv).items() if k not in _LOCAL_FLAGS}
+
+
+def test_every_deployment_starts_either_server_with_the_launchers_flags():
+    line = next(ln for ln in dry("vllm/launch.sh", "--gpus", "1", "--model", "/models/spec-o3-7b", "--dry-run")
+                if "vllm.entrypoints" in ln)
+    want = _server_flags(shlex.split(line)[4:])  # after CUDA_VISIBLE_DEVICES=0 python3 -m vllm...api_server
+    # Kubernetes: --server vllm applies vllm.yaml, with the same StatefulSet and Service names as sglang.yaml
+    lines = dry("k8s/apply.sh", "job.yaml", "--server", "vllm", "--dry-run")
+    assert any("apply" in ln and ln.endswith("/vllm.yaml") for ln in lines)
+    bad = subprocess.run(["bash", str(DEPLOY / "k8s/apply.sh"), "job.yaml", "--server", "tgi", "--dry-run"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2
+    docs = {name: list(yaml.safe_load_all((DEPLOY / f"k8s/{name}.yaml").read_text())) for name in ("sglang", "vllm")}
+    names = {k: sorted((d["kind"], d["metadata"]["name"]) for d in v) for k, v in docs.items()}
+    assert names["sglang"] == names["vllm"]
+    sts = next(d for d in docs["vllm"] if d["kind"] == "StatefulSet")
+    assert _server_flags(sts["spec"]["template"]["spec"]["containers"][0]["args"]) == want
+    # compose: the override swaps the server of the same replicas
+    lines = dry("compose/up.sh", "job.yaml", "--server", "vllm", "--dry-run")
+    assert all("compose.vllm.yaml" in ln for ln in lines if ln.startswith("docker compose"))
+    base = yaml.safe_load((DEPLOY / "compose/compose.yaml").read_text())
+    override = yaml.safe_load((DEPLOY / "compose/compose.vllm.yaml").read_text())
+    assert set(override["services"]) == {n for n in base["services"] if n.startswith("replica-")}
+    assert _server_flags(shlex.split(override["x-vllm"]["command"])) == want
+    # SLURM: SERVER picks the launcher
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    first = dry("slurm/spec-vet.sbatch", "job.yaml", "--dry-run", env={**env, "SERVER": "vllm"})[0]
+    assert "deploy/vllm/launch.sh" in first
+    bad = subprocess.run(["bash", str(DEPLOY / "slurm/spec-vet.sbatch"), "job.yaml", "--dry-run"],
+                         env={**env, "SERVER": "tgi"}, capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "SERVER must be sglang or vllm" in bad.stderr
 
 
 @pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck not installed (apt-get install shellcheck)")
@@ -252,8 +307,10 @@ def test_k8s_manifests_are_well_formed():
         for c in _walk(d, "containers"):
             for container in c:
                 assert container.get("name") and container.get("image"), (name, container)
-    names = [(d["kind"], d["metadata"]["name"]) for _, d in docs]
-    assert len(names) == len(set(names)), names
+    # sglang.yaml and vllm.yaml are alternatives (apply.sh --server applies one): unique within what is applied
+    for server, other in (("sglang.yaml", "vllm.yaml"), ("vllm.yaml", "sglang.yaml")):
+        names = [(d["kind"], d["metadata"]["name"]) for f, d in docs if f != other]
+        assert len(names) == len(set(names)), (server, names)
     sts = next(d for _, d in docs if d["kind"] == "StatefulSet")
     labels = sts["spec"]["template"]["metadata"]["labels"]
     assert sts["spec"]["selector"]["matchLabels"].items() <= labels.items()
