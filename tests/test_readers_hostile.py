@@ -235,3 +235,26 @@ def test_render_cli_never_crashes_with_a_raw_value_error(tmp_path):
     bad = runner.invoke(main, ["render", str(q), "-o", str(tmp_path / "c.png")])
     assert bad.exit_code == 1 and "Z = -5 is not a physical redshift" in bad.output
     assert bad.exception is None or isinstance(bad.exception, SystemExit)
+
+
+def test_reader_warnings_reach_the_catalog_row(tmp_path):
+    """A survey's "no redshift" sentinel is read as unknown and the verdict row says so (``read_warnings``)."""
+    from dataclasses import dataclass
+
+    from spec_vetting.catalog.rows import empty_row, rows_to_table, survey_columns
+
+    @dataclass
+    class _Cand:
+        ra: float | None = None
+        dec: float | None = None
+
+    def edit(h):
+        h[0].header["Z"] = -9999.0
+
+    s = read_spectrum(_lamost(tmp_path, edit=edit))
+    cols = survey_columns(s, _Cand())
+    assert "Z = -9999" in cols["read_warnings"] and "redshift unknown" in cols["read_warnings"]
+    clean = survey_columns(read_spectrum(_lamost(tmp_path, "clean.fits")), _Cand())
+    assert clean["read_warnings"] is None
+    row = {**empty_row("verdicts"), "run_id": "r", "candidate_id": "c", "verdict": "NO", **cols}
+    assert rows_to_table([row], "verdicts").column("read_warnings").to_pylist() == [cols["read_warnings"]]

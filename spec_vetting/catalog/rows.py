@@ -67,6 +67,7 @@ def survey_columns(spectrum, candidate) -> dict[str, Any]:
         "dec": dec,
         "healpix": healpix_or_none(ra, dec),
         "pipeline_class": getattr(meta, "pipeline_class", None),
+        "read_warnings": "\n".join(getattr(meta, "warnings", None) or []) or None,
     }
 
 

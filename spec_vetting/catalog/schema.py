@@ -36,7 +36,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
-SCHEMA_VERSION = "2.1"
+SCHEMA_VERSION = "2.2"
 
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
@@ -114,6 +114,9 @@ VERDICTS_SCHEMA = _schema(
         _f("healpix", pa.int64(), "HEALPix index of (ra, dec), nside 64, NESTED scheme; null when unknown"),
         _f("redshift", pa.float64(), "Redshift the zoom tool used to go to the rest frame (survey pipeline's)"),
         _f("pipeline_class", pa.string(), "Survey pipeline's class of the spectrum (never shown to the model)"),
+        _f("read_warnings", pa.string(), "What the reader found doubtful but usable, one per line (a survey's "
+           "'no redshift' sentinel read as unknown, a DESI arm missing, a redrock file without the target); null "
+           "when none"),
         _f("label", pa.string(), "Known answer from the candidate list (YES/NO), when given"),
         _f("n_turns", pa.int32(), "Assistant turns taken"),
         _f("n_tool_calls", pa.int32(), "Zoom tool calls made"),
