@@ -65,40 +65,32 @@ class TargetNotFoundError(SpectrumReadError):
     kind = "target_not_found"
 
 
-class CandidateListError(SpecVettingError):
+class _RowError(SpecVettingError):
+    """An error located in a table file: ``path, row N: reason. hint``."""
+
+    def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
+        self._init = ((path, reason), {"row": row, "hint": hint})
+        self.path = str(path)
+        self.row = row
+        self.reason = reason
+        self.hint = hint
+        where = self.path if row is None else f"{self.path}, row {row}"
+        msg = f"{where}: {reason}"
+        if hint:
+            msg += f". {hint}"
+        super().__init__(msg)
+
+
+class CandidateListError(_RowError):
     """A candidate list is malformed: missing column, bad value in a row, unreadable table."""
 
     kind = "candidate_list_error"
 
-    def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
-        self._init = ((path, reason), {"row": row, "hint": hint})
-        self.path = str(path)
-        self.row = row
-        self.reason = reason
-        self.hint = hint
-        where = self.path if row is None else f"{self.path}, row {row}"
-        msg = f"{where}: {reason}"
-        if hint:
-            msg += f". {hint}"
-        super().__init__(msg)
 
-
-class ImageReadError(SpecVettingError):
+class ImageReadError(_RowError):
     """A picture a candidate list carries (a SpecVI-Bench row's ``images`` cell) is unreadable or not a PNG."""
 
     kind = "image_error"
-
-    def __init__(self, path, reason: str, *, row: int | None = None, hint: str | None = None):
-        self._init = ((path, reason), {"row": row, "hint": hint})
-        self.path = str(path)
-        self.row = row
-        self.reason = reason
-        self.hint = hint
-        where = self.path if row is None else f"{self.path}, row {row}"
-        msg = f"{where}: {reason}"
-        if hint:
-            msg += f". {hint}"
-        super().__init__(msg)
 
 
 class RenderError(SpecVettingError):

@@ -143,7 +143,8 @@ class _Sources:
         reader = self._read_spectrum
         if reader is None:
             from .io import read_spectrum as reader
-        spectrum = reader(row["path"], _target(row.get("target")))
+        from .io import parse_target
+        spectrum = reader(row["path"], parse_target(row.get("target")))
         return spectrum.wavelength, spectrum.flux, _finite_or_none(row.get("redshift"))
 
 
@@ -272,12 +273,6 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
     summary.files = [str(records_path), str(info_path), str(out / "images")]
     return summary
 
-
-def _target(value):
-    if value is None:
-        return None
-    text = str(value)
-    return int(text) if text.lstrip("-").isdigit() else text
 
 
 def _finite_or_none(value):

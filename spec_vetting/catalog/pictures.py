@@ -39,19 +39,11 @@ def stored_picture(root, sha256: str) -> bytes | None:
     return t.column("image_png")[0].as_py() if t.num_rows else None
 
 
-def _target(value):
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return value
-
 
 def render_picture(verdict: dict, turn: dict) -> bytes:
     """Draw the picture of ``turn`` again from the verdict row's source (no hash check)."""
     from ..inspect.zoom import ZoomTool
-    from ..io import read_spectrum
+    from ..io import parse_target, read_spectrum
     from ..render import RENDERER_VERSION
 
     if turn.get("renderer_version") and turn["renderer_version"] != RENDERER_VERSION:
@@ -65,7 +57,7 @@ def render_picture(verdict: dict, turn: dict) -> bytes:
             f"candidate {verdict.get('candidate_id')}: the verdict row names no spectrum file (an inline spectrum), so "
             "its pictures cannot be drawn again; runs that need them should set store_pictures: true"
         )
-    spectrum = read_spectrum(path, _target(verdict.get("target")))
+    spectrum = read_spectrum(path, parse_target(verdict.get("target")))
     tool = ZoomTool(spectrum.wavelength, spectrum.flux, verdict.get("redshift"),
                     turn.get("picture_title") or "Spectrum")
     if turn.get("zoom_min") is None or turn.get("turn") == -1:

@@ -19,14 +19,6 @@ from ..errors import ConfigError, SpecVettingError
 from ..protocol import MAX_ASSISTANT_TURNS
 from .complete import complete_task
 
-
-def _parse_target(value: str | None) -> int | str | None:
-    if value is None:
-        return None
-    v = value.strip()
-    return int(v) if v.lstrip("-").isdigit() else v
-
-
 #: the command-line flag of each engine setting, for messages
 _SETTING_FLAGS = {"endpoints": "--endpoint", "model": "--model"}
 
@@ -209,9 +201,9 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
             raise click.UsageError(f"--save-images {save_images}: cannot create the folder "
                                    f"({exc.strerror or exc}); pass a writable folder") from exc
 
-    from ..io import read_spectrum
+    from ..io import parse_target, read_spectrum
 
-    tgt = _parse_target(target)
+    tgt = parse_target(target)
     try:
         spectrum = read_spectrum(path, tgt)
     except SpecVettingError as exc:

@@ -11,16 +11,6 @@ import click
 from ..errors import RenderError, SpecVettingError
 
 
-def _target(value: str | None):
-    """DESI TARGETIDs and row numbers are integers; anything else is passed through for the reader to judge."""
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return value
-
-
 @click.command("render")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--target", default=None, help="DESI TARGETID (or row number of a trimmed file).")
@@ -52,7 +42,7 @@ def render(path, target, window, redshift, title, output) -> None:
       spec-vet render spec-55862-B6212_sp06-006.fits --range 6500 6620 -o ha.png
       spec-vet render coadd-main-dark-10378.fits --target 39627652591521181 --redshift 0.5 -o qso.png
     """
-    from ..io import read_spectrum
+    from ..io import parse_target, read_spectrum
     from ..render import image_tokens, render_spectrum
 
     if window is not None and not window[0] < window[1]:
@@ -60,7 +50,7 @@ def render(path, target, window, redshift, title, output) -> None:
     if redshift is not None and not (-1.0 < redshift < 1e3):
         raise click.UsageError(f"--redshift {redshift:g}: a redshift must be above -1 (1 + z > 0)")
     try:
-        spectrum = read_spectrum(path, target=_target(target))
+        spectrum = read_spectrum(path, target=parse_target(target))
         for warning in spectrum.meta.warnings:
             click.echo(f"warning: {path}: {warning}", err=True)
         rest = spectrum.rest_frame(redshift)

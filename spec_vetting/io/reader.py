@@ -4,6 +4,7 @@
     iter_spectra(path, *, on_skip=None)                 every usable science spectrum of a file
     list_targets(path, *, on_skip=None)                 the targets iter_spectra would yield, cheaply
     sniff_layout(path)                                  the layout variant, e.g. "lamost-lrs-image"
+    parse_target(value)                                 a target as typed or stored: integer when it is one
 
 Every failure is a :class:`~spec_vetting.errors.SpectrumReadError` (or a subclass) naming the file and target.
 """
@@ -22,6 +23,18 @@ from .fits_open import open_fits
 from .redrock import find_redrock_file
 from .registry import OnSkip, Reader, identify_reader
 from .target_cache import TARGETS
+
+
+def parse_target(value) -> int | str | None:
+    """A target selector as a user or a catalog row writes it: DESI TARGETIDs and row numbers are integers, anything
+    else is passed through as text for the reader to judge; None stays None."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 def _check_redrock_option(reader: Reader, path: str, redrock: Any) -> None:

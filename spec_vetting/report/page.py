@@ -230,10 +230,9 @@ class _SpectrumSource:
                 self._lists[path] = {c.candidate_id: c for c in load_candidates(path)}
             return self._lists[path]
 
-        from ..export import _target  # the catalog's text target as the reader takes it, as export reads it
-        from ..io import read_spectrum
+        from ..io import parse_target, read_spectrum
 
-        return read_spectrum(path, _target(target))
+        return read_spectrum(path, parse_target(target))
 
     def get(self, row: dict) -> tuple[dict | None, str | None]:
         """(payload, None), or (None, why there is no spectrum)."""
