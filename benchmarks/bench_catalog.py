@@ -29,15 +29,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-
-FAST_RENDER = """
-import io
-from PIL import Image
-_b = io.BytesIO()
-Image.new("RGB", (4, 4), "white").save(_b, format="PNG")
-import spec_vetting.inspect.zoom as _z
-_z._default_renderer = lambda: (lambda *a, **k: _b.getvalue())
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pipeline import install_fast_render  # noqa: E402
 
 SCRIPT = [
     '<think>zoom</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
@@ -177,11 +170,9 @@ def main() -> None:
         args.n = 200_000
 
     tmp = Path(args.root) if args.root else Path(tempfile.mkdtemp(prefix="bench-catalog-"))
-    site = tmp / "_site"
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text(FAST_RENDER)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    exec(FAST_RENDER, {})
+    tmp.mkdir(parents=True, exist_ok=True)
+    install_fast_render(tmp)  # constant pictures here and in the query subprocesses (bench_pipeline's)
+    env = dict(os.environ)
 
     from spec_vetting.inspect.tasks import builtin_tasks
     from spec_vetting.pipeline import runner

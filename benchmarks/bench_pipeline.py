@@ -42,7 +42,7 @@ SCRIPT = [
 ]
 
 
-def _install_fast_render(tmp: Path) -> None:
+def install_fast_render(tmp: Path) -> None:
     """Constant pictures here and in every worker process (they import sitecustomize from PYTHONPATH)."""
     site = tmp / "_site"
     site.mkdir(exist_ok=True)
@@ -171,7 +171,7 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
-        _install_fast_render(tmp)
+        install_fast_render(tmp)
         if not args.skip_overhead:
             results["overhead"] = bench_overhead(args.n, tmp)
         if not args.skip_throughput:
