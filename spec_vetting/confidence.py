@@ -51,31 +51,57 @@ def _usable_p(value) -> float | None:
 
 def calibration(rows: list[dict], *, n_bins: int = DEFAULT_BINS) -> Calibration:
     """Reliability bins and ECE over rows that have both a label (YES/NO) and a p_yes in [0, 1]."""
-    if n_bins < 1:
-        raise ValueError(f"n_bins must be at least 1, got {n_bins}")
-    pairs = []
+    ps: list[float] = []
+    ys: list[float] = []
     sources: dict[str, int] = {}
     for row in rows:
         p = _usable_p(row.get("p_yes"))
         if p is None or row.get("label") not in ("YES", "NO"):
             continue
-        pairs.append((p, 1.0 if row["label"] == "YES" else 0.0))
+        ps.append(p)
+        ys.append(1.0 if row["label"] == "YES" else 0.0)
         src = row.get("p_yes_source") or "unknown"
         sources[src] = sources.get(src, 0) + 1
-    members: list[list[tuple[float, float]]] = [[] for _ in range(n_bins)]
-    for p, y in pairs:
-        members[min(int(p * n_bins), n_bins - 1)].append((p, y))  # p == 1.0 goes in the last bin
+    import numpy as np
+
+    return calibration_of(np.asarray(ps, dtype=np.float64), np.asarray(ys, dtype=np.float64), sources, n_bins=n_bins)
+
+
+def calibration_of(p, y, sources: dict[str, int], *, n_bins: int = DEFAULT_BINS) -> Calibration:
+    """:func:`calibration` of usable p_yes values ``p`` (a float64 numpy array, each in [0, 1]) and their labels
+    ``y`` (1.0 YES, 0.0 NO), in row order; ``sources``: p_yes_source -> rows. Sums run left to right in row order
+    (Python's ``sum`` per bin), so rows given as dicts or as arrays give the same digits."""
+    import numpy as np
+
+    if n_bins < 1:
+        raise ValueError(f"n_bins must be at least 1, got {n_bins}")
+    n = len(p)
+    which = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)  # p == 1.0 goes in the last bin
     bins = []
     ece = 0.0
-    for i, m in enumerate(members):
-        mean_p = sum(p for p, _ in m) / len(m) if m else None
-        frac = sum(y for _, y in m) / len(m) if m else None
-        bins.append(ReliabilityBin(i / n_bins, (i + 1) / n_bins, len(m), mean_p, frac))
+    for i in range(n_bins):
+        mask = which == i
+        m = int(mask.sum())
+        mean_p = _sum_in_order(p[mask]) / m if m else None
+        frac = _sum_in_order(y[mask]) / m if m else None
+        bins.append(ReliabilityBin(i / n_bins, (i + 1) / n_bins, m, mean_p, frac))
         if m:
-            ece += len(m) / len(pairs) * abs(frac - mean_p)
-    n = len(pairs)
-    brier = sum((p - y) ** 2 for p, y in pairs) / n if n else None
+            ece += m / n * abs(frac - mean_p)
+    brier = _sum_in_order(p, y) / n if n else None
     return Calibration(n=n, bins=bins, ece=ece if n else None, brier=brier, sources=sources)
+
+
+def _sum_in_order(a, b=None, *, chunk: int = 1 << 16) -> float:
+    """``sum(a)``, or ``sum((x - z) ** 2)`` over ``zip(a, b)``, added left to right as Python floats (the digits of
+    a plain loop over rows), a chunk at a time so no list of every value is made."""
+    total = 0.0
+    for i in range(0, len(a), chunk):
+        xs = a[i:i + chunk].tolist()
+        if b is None:
+            total = sum(xs, total)
+        else:
+            total = sum(((x - z) ** 2 for x, z in zip(xs, b[i:i + chunk].tolist(), strict=True)), total)
+    return total
 
 
 def review_reasons(row: dict, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> list[str]:

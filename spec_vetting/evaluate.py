@@ -139,17 +139,26 @@ def _ratio(num: int, den: int) -> float:
 
 def task_metrics(task: str, rows: list[dict]) -> TaskMetrics:
     """Metrics of one task over its labelled rows (each with ``verdict`` and ``label`` in YES/NO)."""
-    confusion = {lab: {v: 0 for v in VERDICT_COLUMNS} for lab in ("YES", "NO")}
+    confusion = _empty_confusion()
     for row in rows:
         verdict = row.get("verdict")
         if verdict not in VERDICT_COLUMNS:
             verdict = "ERROR"  # an unknown verdict word is a failure, not a YES
         confusion[row["label"]][verdict] += 1
+    return metrics_of(task, confusion)
+
+
+def _empty_confusion() -> dict[str, dict[str, int]]:
+    return {lab: {v: 0 for v in VERDICT_COLUMNS} for lab in ("YES", "NO")}
+
+
+def metrics_of(task: str, confusion: dict[str, dict[str, int]]) -> TaskMetrics:
+    """Metrics of one task from its confusion counts (label -> verdict -> rows)."""
     tp = confusion["YES"]["YES"]
     fp = confusion["NO"]["YES"]
     tn = confusion["NO"]["NO"]
     fn = sum(confusion["YES"][v] for v in ("NO", "UNDECIDED", "ERROR"))
-    n = len(rows)
+    n = sum(sum(by_verdict.values()) for by_verdict in confusion.values())
     positives = tp + fn
     undecided = confusion["YES"]["UNDECIDED"] + confusion["NO"]["UNDECIDED"]
     errors = confusion["YES"]["ERROR"] + confusion["NO"]["ERROR"]
@@ -181,7 +190,8 @@ def reward_verdict(row: dict) -> str:
 
 
 def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
-    """Evaluate verdict rows whose ``label`` is already set (see :func:`spec_vetting.catalog.labels.attach_labels`)."""
+    """Evaluate verdict rows whose ``label`` is already set (see :func:`spec_vetting.catalog.labels.attach_labels`).
+    :func:`evaluate_table` gives the same from an Arrow table without a Python object per row."""
     by_task: dict[str, list[dict]] = {}
     unlabelled = 0
     for row in verdicts:
@@ -192,16 +202,143 @@ def evaluate(verdicts: list[dict], *, run_id: str | None = None) -> Evaluation:
     per_task = {task: task_metrics(task, rows) for task, rows in sorted(by_task.items())}
     reward_per_task = {task: task_metrics(task, [{**r, "verdict": reward_verdict(r)} for r in rows])
                        for task, rows in sorted(by_task.items())}
-    macro = _mean([m.f1 for m in per_task.values() if m.f1 is not None])
     labelled = [r for rows in by_task.values() for r in rows]
     specvi_rows = [r for task, rows in by_task.items() if task in SPECVI_TASKS for r in rows]
-    return Evaluation(
-        run_id, per_task, macro, unlabelled, calibration(labelled),
+    return _evaluation(
+        run_id, per_task, reward_per_task, unlabelled, calibration(labelled),
         engines=_count(engine_of(r) for r in labelled),
         data=_count(data_source_of(r) for r in labelled),
         table1_comparable=bool(specvi_rows) and all(is_specvi_test_row(r) for r in specvi_rows),
-        reward_per_task=reward_per_task,
     )
+
+
+def _evaluation(run_id, per_task, reward_per_task, unlabelled, cal, *, engines, data, table1_comparable) -> Evaluation:
+    """The one place both evaluation paths (dict rows, Arrow table) turn their aggregated counts into a result."""
+    macro = _mean([m.f1 for m in per_task.values() if m.f1 is not None])
+    return Evaluation(run_id, per_task, macro, unlabelled, cal, engines=engines, data=data,
+                      table1_comparable=table1_comparable, reward_per_task=reward_per_task)
+
+
+def evaluate_table(table, *, run_id: str | None = None) -> Evaluation:
+    """:func:`evaluate` of an Arrow table of verdict rows (:data:`EVAL_COLUMNS` plus ``task``; ``label`` already
+    attached, see :func:`spec_vetting.catalog.labels.attach_labels_table`), with the same result.
+
+    Confusion counts, engine and data-source counts come from ``pyarrow.compute`` group-bys over a handful of
+    distinct values; calibration reads numpy arrays of the labelled rows' (p_yes, label, p_yes_source). Memory
+    follows the table's columns, not a Python dict per row.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .catalog.labels import canonical_task_column
+    from .confidence import calibration_of
+
+    def col(t, name):
+        if name in t.column_names:
+            return pc.cast(t.column(name), pa.string()).combine_chunks()
+        return pa.nulls(t.num_rows, pa.string())
+
+    label_all = col(table, "label")
+    is_labelled = pc.fill_null(pc.is_in(label_all, value_set=pa.array(["YES", "NO"])), False)
+    unlabelled = table.num_rows - pc.sum(is_labelled).as_py() if table.num_rows else 0
+    t = table.filter(is_labelled)
+    label = col(t, "label")
+    # canonical task of each row; tasks in the order they first appear (the dict path's row order by task)
+    raw = pc.dictionary_encode(col(t, "task"))
+    task_order: dict = {}
+    for value in raw.dictionary.to_pylist():
+        task_order.setdefault(canonical_task(value), len(task_order))
+    task = canonical_task_column(col(t, "task"))
+    known = pa.array(list(VERDICT_COLUMNS), pa.string())
+    verdict = col(t, "verdict")
+    verdict_word = pc.if_else(pc.fill_null(pc.is_in(verdict, value_set=known), False), verdict, "ERROR")
+    recovered = col(t, "recovered_verdict")
+    yes_no = pa.array(["YES", "NO"], pa.string())
+    reward = pc.if_else(pc.fill_null(pc.is_in(verdict, value_set=yes_no), False), verdict,
+                        pc.if_else(pc.fill_null(pc.is_in(recovered, value_set=yes_no), False), recovered,
+                                   verdict_word))
+
+    def confusions(words) -> dict[str, TaskMetrics]:
+        grouped = pa.table({"task": task, "label": label, "verdict": words}).group_by(
+            ["task", "label", "verdict"], use_threads=False).aggregate([([], "count_all")])
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for k, lab, v, n in zip(*(grouped.column(c).to_pylist() for c in ("task", "label", "verdict", "count_all")),
+                                strict=True):
+            out.setdefault(k, _empty_confusion())[lab][v] += n
+        return {k: metrics_of(k, conf) for k, conf in sorted(out.items())}
+
+    per_task = confusions(verdict_word)
+    reward_per_task = confusions(reward)
+
+    # engines: "engine model" per distinct (engine, model)
+    engines: dict[str, int] = {}
+    for key, n in _group_counts({"engine": col(t, "engine"), "model": col(t, "model")}):
+        name = engine_of(dict(key))
+        engines[name] = engines.get(name, 0) + n
+    # data sources: SpecVI rows by file name, the others by variant or survey
+    variant = col(t, "variant")
+    is_specvi = pc.fill_null(pc.equal(variant, SPECVI_VARIANT), False)
+    data: dict[str, int] = {}
+    path = col(t, "path")
+    for key, n in _group_counts({"path": pc.filter(path, is_specvi)}):
+        name = data_source_of({"variant": SPECVI_VARIANT, **dict(key)})
+        data[name] = data.get(name, 0) + n
+    others = pc.invert(is_specvi)
+    for key, n in _group_counts({"variant": pc.filter(variant, others), "survey": pc.filter(col(t, "survey"), others)}):
+        name = data_source_of(dict(key))
+        data[name] = data.get(name, 0) + n
+    # Table 1: every row of a SpecVI task is a SpecVI-Bench test row
+    in_specvi_task = pc.fill_null(pc.is_in(task, value_set=pa.array(list(SPECVI_TASKS), pa.string())), False)
+    n_specvi_task = pc.sum(in_specvi_task).as_py() or 0
+    comparable = False
+    if n_specvi_task and (pc.sum(pc.and_(in_specvi_task, is_specvi)).as_py() or 0) == n_specvi_task:
+        paths = pc.unique(pc.filter(path, in_specvi_task)).to_pylist()
+        comparable = all(is_specvi_test_row({"variant": SPECVI_VARIANT, "path": p}) for p in paths)
+
+    # calibration over labelled rows with a usable p_yes, in the dict path's order (by task, then row)
+    p = col_float(t, "p_yes")
+    usable = np.isfinite(p) & (p >= 0.0) & (p <= 1.0)
+    rank = np.asarray(pc.take(pa.array(list(task_order.values()), pa.int64()),
+                              pc.index_in(task, value_set=pa.array(list(task_order), pa.string()))).fill_null(-1)
+                      if len(task_order) else pa.array([], pa.int64()), dtype=np.int64)
+    order = np.flatnonzero(usable)
+    order = order[np.argsort(rank[order], kind="stable")]
+    y = np.asarray(pc.equal(label, "YES").to_numpy(zero_copy_only=False), dtype=np.float64)[order]
+    src = pc.take(pc.if_else(pc.fill_null(pc.not_equal(col(t, "p_yes_source"), ""), False), col(t, "p_yes_source"),
+                             "unknown"), pa.array(order, pa.int64()))
+    enc = pc.dictionary_encode(src)
+    counts = np.bincount(np.asarray(enc.indices, dtype=np.int64), minlength=len(enc.dictionary)) if len(src) else []
+    sources = {name: int(c) for name, c in zip(enc.dictionary.to_pylist(), counts, strict=True)}
+    cal = calibration_of(p[order], y, sources)
+    return _evaluation(run_id, per_task, reward_per_task, unlabelled, cal, engines=dict(sorted(engines.items())),
+                       data=dict(sorted(data.items())), table1_comparable=comparable)
+
+
+def col_float(table, name: str):
+    """A numeric column as a float64 numpy array, null as NaN (an absent column: all NaN)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if name not in table.column_names:
+        return np.full(table.num_rows, np.nan)
+    values = pc.cast(table.column(name), pa.float64()).combine_chunks()
+    return np.asarray(values.fill_null(float("nan")).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _group_counts(columns: dict) -> list[tuple[tuple[tuple[str, object], ...], int]]:
+    """(((name, value), ...), rows) per distinct combination of the given equal-length Arrow columns."""
+    import pyarrow as pa
+
+    names = list(columns)
+    table = pa.table(columns)
+    if table.num_rows == 0:
+        return []
+    grouped = table.group_by(names, use_threads=False).aggregate([([], "count_all")])
+    keys = zip(*(grouped.column(c).to_pylist() for c in names), strict=True)
+    return [(tuple(zip(names, key, strict=True)), n) for key, n in zip(keys, grouped.column("count_all").to_pylist(),
+                                                                     strict=True)]
 
 
 def _count(keys) -> dict[str, int]:

@@ -97,6 +97,58 @@ def attach_labels(verdicts: list[dict], labels: dict[LabelKey, str] | None = Non
     return verdicts
 
 
+def attach_labels_table(table, labels: dict[LabelKey, str] | None = None):
+    """:func:`attach_labels` on an Arrow table of verdict rows (``candidate_id``, ``task``, ``label``), vectorised:
+    the table with its ``label`` column replaced by "YES", "NO" or null. Each distinct catalog label is normalised
+    once; the file's labels are looked up with ``pyarrow.compute.index_in`` on (candidate_id, task) and then on
+    candidate_id alone, so no Python object is made per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = table.num_rows
+    from_file = pa.nulls(n, pa.string())
+    if labels:
+        cid = pc.cast(table.column("candidate_id"), pa.string()).combine_chunks()
+        by_task = {(c, t): v for (c, t), v in labels.items() if t is not None}
+        any_task = {c: v for (c, t), v in labels.items() if t is None}
+        if any_task:
+            idx = pc.index_in(cid, value_set=pa.array(list(any_task), pa.string()))
+            from_file = pc.take(pa.array(list(any_task.values()), pa.string()), idx)
+        if by_task:
+            keys = pc.binary_join_element_wise(cid, canonical_task_column(table.column("task")), _KEY_SEP)
+            idx = pc.index_in(keys, value_set=pa.array([c + _KEY_SEP + t for c, t in by_task], pa.string()))
+            from_file = pc.coalesce(pc.take(pa.array(list(by_task.values()), pa.string()), idx), from_file)
+    label = from_file
+    if "label" in table.column_names:
+        # the catalog's label, normalised once per distinct value, for the rows the file does not label
+        enc = pc.dictionary_encode(pc.cast(table.column("label"), pa.string()).combine_chunks())
+        used = set(pc.unique(pc.filter(enc.indices, pc.is_null(from_file))).to_pylist())
+        values = pa.array([normalise_label(v) if i in used else None for i, v in enumerate(enc.dictionary.to_pylist())],
+                          pa.string())
+        if len(values):
+            label = pc.coalesce(from_file, pc.take(values, enc.indices))
+    if "label" in table.column_names:
+        return table.set_column(table.schema.get_field_index("label"), "label", label)
+    return table.append_column("label", label)
+
+
+#: joins candidate_id and task into one lookup key (a candidate id never holds it)
+_KEY_SEP = "\x1f"
+
+
+def canonical_task_column(column):
+    """:func:`canonical_task` of every value of an Arrow text column (each distinct value mapped once)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = pc.cast(column, pa.string())
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    enc = pc.dictionary_encode(column)
+    values = pa.array([canonical_task(v) for v in enc.dictionary.to_pylist()], pa.string())
+    return pc.take(values, enc.indices) if len(values) else pa.nulls(len(column), pa.string())
+
+
 def reviewed_labels_path(root) -> Path:
     """ROOT/_review/decisions.csv: where `spec-vet review import` keeps the decisions it brought back."""
     return Path(root) / REVIEW_DIR / REVIEW_DECISIONS_FILE

@@ -2,8 +2,8 @@
 
 The layout is :mod:`spec_vetting.catalog.schema`'s (ROOT/verdicts/run_date=.../task=.../*.parquet and
 ROOT/turns/..., hive partitioned; ROOT/_runs/<run_id>/manifest.json). :func:`read_verdicts` and :func:`read_turns`
-return Arrow tables with the partition columns added back; :func:`read_run` gives evaluation, the review page and
-export one run as dicts (:class:`RunData`).
+return Arrow tables with the partition columns added back; :func:`read_run` gives the review page and export one
+run as dicts (:class:`RunData`), :func:`read_run_table` gives evaluation one run as an Arrow table.
 """
 
 from __future__ import annotations
@@ -220,11 +220,10 @@ class RunData:
         return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
-def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
-             columns: list[str] | None = None) -> RunData:
-    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
-    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference). ``columns``:
-    only these verdict columns (plus run_id, candidate_id, task), for readers that need few (evaluation: memory)."""
+def read_run_table(root, run_id: str | None = None, columns: list[str] | None = None) -> tuple[str, pa.Table]:
+    """(run id, verdict rows as an Arrow table) of ``run_id``, or of the latest run under ``root`` when None;
+    ``columns``: only these verdict columns (plus run_id, candidate_id, task). Memory follows the columns, not a
+    Python dict per row (evaluation reads this)."""
     root = Path(root)
     if not (root / "verdicts").is_dir():
         raise CatalogReadError(
@@ -244,6 +243,16 @@ def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictur
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"
         )
+    return str(run_id), verdicts
+
+
+def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
+             columns: list[str] | None = None) -> RunData:
+    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
+    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference). ``columns``:
+    only these verdict columns (plus run_id, candidate_id, task), for readers that need few (evaluation: memory)."""
+    run_id, verdicts = read_run_table(root, run_id, columns)
+    root = Path(root)
     data = RunData(root=str(root), run_id=str(run_id), verdicts=records(verdicts))
     if with_turns:
         data.turns = _read_turns(root, str(run_id))

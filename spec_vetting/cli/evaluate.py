@@ -21,16 +21,15 @@ def load_labels(root, labels_file):
     return labels
 
 
-def load_labelled_run(root, run_id, labels_file):
-    """The run's verdict rows with labels attached (file labels override the reviewers', which override the
-    catalog's)."""
-    from ..catalog.labels import attach_labels
-    from ..catalog.read import read_run
+def load_labelled_table(root, run_id, labels_file):
+    """(run id, the run's verdict rows as an Arrow table of the columns evaluation reads, labels attached): file
+    labels override the reviewers', which override the catalog's. No Python object per row (memory)."""
+    from ..catalog.labels import attach_labels_table
+    from ..catalog.read import read_run_table
     from ..evaluate import EVAL_COLUMNS
 
-    data = read_run(root, run_id, with_turns=False, columns=EVAL_COLUMNS)
-    attach_labels(data.verdicts, load_labels(root, labels_file))
-    return data
+    run_id, table = read_run_table(root, run_id, columns=EVAL_COLUMNS)
+    return run_id, attach_labels_table(table, load_labels(root, labels_file))
 
 
 @click.command("eval")
@@ -54,13 +53,13 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir):
       spec-vet eval catalog/ --labels decisions.csv --json
       spec-vet eval catalog/ --run 20250101T020000Z-ab12cd --plots plots/
     """
-    from ..evaluate import evaluate, format_text, write_plots
+    from ..evaluate import evaluate_table, format_text, write_plots
 
     try:
-        data = load_labelled_run(root, run_id, labels_file)
+        run_id, table = load_labelled_table(root, run_id, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
-    ev = evaluate(data.verdicts, run_id=data.run_id)
+    ev = evaluate_table(table, run_id=run_id)
     written = write_plots(ev, plots_dir) if plots_dir else []
     if as_json:
         out = ev.to_json()
