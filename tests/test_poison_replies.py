@@ -74,3 +74,24 @@ def test_a_poisoned_reply_costs_only_its_own_pair(tmp_path, monkeypatch):
     assert all(rows[f"c-{i}"]["verdict"] == "YES" for i in (0, 4, 5))
     turns = read_turns(tmp_path / "cat").to_pylist()
     assert {t["candidate_id"] for t in turns} >= {"c-0", "c-1", "c-2", "c-4", "c-5"}
+
+
+def test_a_value_only_arrow_refuses_costs_only_its_pair(tmp_path, monkeypatch):
+    # the shard's table is built once; when Arrow refuses it (here: 1e30 tokens with the row clean-up switched
+    # off), each pair is converted alone and only the one at fault becomes an ERROR row
+    from spec_vetting.pipeline import shard
+
+    monkeypatch.setattr(shard, "make_row_safe", lambda row, table: row)
+    cands = [FakeCandidate(f"c-{i}", path=f"/data/c-{i}.fits") for i in (0, 2, 4)]
+    monkeypatch.setattr(runner, "load_all_candidates", lambda sources: cands)
+    job = job_from_dict({
+        "candidates": ["unused.csv"], "tasks": ["cv"], "out": str(tmp_path / "cat"),
+        "engine": {"name": "test_poison_replies:PoisonEngine"},
+        "shard_size": 3, "cluster": {"processes": False, "workers": 1, "dashboard": False},
+    })
+    assert runner.run_job(job, progress=False, echo=lambda s: None).status == "finished"
+    rows = {r["candidate_id"]: r for r in read_verdicts(tmp_path / "cat").to_pylist()}
+    assert sorted(rows) == ["c-0", "c-2", "c-4"]
+    assert rows["c-2"]["verdict"] == "ERROR" and rows["c-2"]["error_kind"] == "bad_reply"
+    assert "c-2" in rows["c-2"]["error_message"]
+    assert rows["c-0"]["verdict"] == rows["c-4"]["verdict"] == "YES"

@@ -293,9 +293,26 @@ def _message(exc: BaseException, cand) -> str:
     return f"{where}: {type(exc).__name__}: {text}"
 
 
-def _pair_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z) -> tuple[dict, list[dict]]:
-    """The pair's verdict row and turn rows, made safe to write; a pair whose rows still cannot be written (a
-    value no column can hold) becomes an ERROR row naming it, so one bad reply never loses its shard."""
+def _bad_reply_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z, exc: Exception) -> tuple[dict, list]:
+    """The ERROR row (``bad_reply``) of a pair whose rows cannot be written, naming candidate and task."""
+    ids = {"run_id": spec.run_id, "shard_id": spec.shard_id}
+    message = (f"candidate {item.candidate.candidate_id}, task {item.task}: the engine's reply could not be "
+               f"written to the catalog ({type(exc).__name__}: {exc}); the other pairs of the shard are kept")
+    log.error("%s", message)
+    bad = error_result(item.candidate.candidate_id, item.task, "bad_reply", message,
+                       prompt_version=result.prompt_version, renderer_version=result.renderer_version)
+    bad.engine, bad.engine_version, bad.model = result.engine, result.engine_version, result.model
+    try:
+        row = make_row_safe(verdict_row(bad, item.candidate, spectrum, redshift=z, **ids), "verdicts")
+        rows_to_table([row], "verdicts")
+    except Exception:  # noqa: BLE001 - the spectrum's own values were the trouble: the row without them
+        row = make_row_safe(verdict_row(bad, item.candidate, None, redshift=None, **ids), "verdicts")
+    return row, []
+
+
+def _pair_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z, *, check: bool) -> tuple[dict, list[dict]]:
+    """The pair's verdict row and turn rows, made safe to write. With ``check`` the rows are also converted alone,
+    so that a pair whose rows still cannot be written (a value no column can hold) becomes its ERROR row."""
     ids = {"run_id": spec.run_id, "shard_id": spec.shard_id}
     try:
         row = make_row_safe(verdict_row(result, item.candidate, spectrum, redshift=z, **ids), "verdicts")
@@ -303,44 +320,52 @@ def _pair_rows(spec: ShardSpec, item: WorkItem, result, spectrum, z) -> tuple[di
         store = spec.store_pictures or getattr(item.candidate, "inline", None) is not None
         pair_turns = [make_row_safe(r, "turns") for r in turn_rows(result, title=spec.title, store_pictures=store,
                                                                    **ids)]
-        rows_to_table([row], "verdicts"), rows_to_table(pair_turns, "turns")
+        if check:
+            rows_to_table([row], "verdicts"), rows_to_table(pair_turns, "turns")
         return row, pair_turns
     except Exception as exc:  # noqa: BLE001 - any value that cannot be written becomes this pair's ERROR row
-        message = (f"candidate {item.candidate.candidate_id}, task {item.task}: the engine's reply could not be "
-                   f"written to the catalog ({type(exc).__name__}: {exc}); the other pairs of the shard are kept")
-        log.error("%s", message)
-        bad = error_result(item.candidate.candidate_id, item.task, "bad_reply", message,
-                           prompt_version=result.prompt_version, renderer_version=result.renderer_version)
-        bad.engine, bad.engine_version, bad.model = result.engine, result.engine_version, result.model
-        try:
-            row = make_row_safe(verdict_row(bad, item.candidate, spectrum, redshift=z, **ids), "verdicts")
-            rows_to_table([row], "verdicts")
-        except Exception:  # noqa: BLE001 - the spectrum's own values were the trouble: the row without them
-            row = make_row_safe(verdict_row(bad, item.candidate, None, redshift=None, **ids), "verdicts")
-        return row, []
+        return _bad_reply_rows(spec, item, result, spectrum, z, exc)
+
+
+def _task_tables(spec: ShardSpec, pairs: list) -> tuple[list[dict], Any, Any]:
+    """One task's verdict rows and its two tables. Each row is converted once; only when the task's tables cannot
+    be built is every pair converted alone, so that one bad reply costs its own pair and not the shard."""
+    def build(check: bool):
+        rows, turns = [], []
+        for item, result, spectrum, z in pairs:
+            row, pair_turns = _pair_rows(spec, item, result, spectrum, z, check=check)
+            rows.append(row)
+            turns.extend(pair_turns)
+        return rows, turns
+
+    rows, turns = build(check=False)
+    try:
+        return rows, rows_to_table(rows, "verdicts"), rows_to_table(turns, "turns")
+    except Exception:  # noqa: BLE001 - find the pair(s) at fault
+        rows, turns = build(check=True)
+        return rows, rows_to_table(rows, "verdicts"), rows_to_table(turns, "turns")
 
 
 def _write_shard(spec: ShardSpec, store: RunStore, results, elapsed: float) -> dict[str, Any]:
-    verdicts: dict[str, list[dict]] = defaultdict(list)
-    turns: dict[str, list[dict]] = defaultdict(list)
+    by_task_pairs: dict[str, list] = defaultdict(list)
+    for pair in results:
+        by_task_pairs[pair[0].task].append(pair)
     by_task: dict[str, Counter] = defaultdict(Counter)
     errors: Counter = Counter()
     tokens = Counter()
     inspection_s = 0.0
-    for item, result, spectrum, z in results:
-        row, pair_turns = _pair_rows(spec, item, result, spectrum, z)
-        verdicts[item.task].append(row)
-        turns[item.task].extend(pair_turns)
-        by_task[item.task][row["verdict"]] += 1
-        if row["verdict"] == "ERROR":
-            errors[row["error_kind"] or "error"] += 1
-        for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
-            tokens[k] += row[k] or 0
-        inspection_s += row["elapsed_s"]
     name = store.part_name(spec.shard_id)
-    for task, rows in verdicts.items():
-        write_parquet_atomic(store.partition("verdicts", task) / name, rows_to_table(rows, "verdicts"))
-        write_parquet_atomic(store.partition("turns", task) / name, rows_to_table(turns[task], "turns"))
+    for task, pairs in by_task_pairs.items():
+        rows, verdicts_table, turns_table = _task_tables(spec, pairs)
+        for row in rows:
+            by_task[task][row["verdict"]] += 1
+            if row["verdict"] == "ERROR":
+                errors[row["error_kind"] or "error"] += 1
+            for k in ("prompt_tokens", "completion_tokens", "cached_tokens"):
+                tokens[k] += row[k] or 0
+            inspection_s += row["elapsed_s"]
+        write_parquet_atomic(store.partition("verdicts", task) / name, verdicts_table)
+        write_parquet_atomic(store.partition("turns", task) / name, turns_table)
     summary = {
         "shard_id": spec.shard_id,
         "n": len(results),
