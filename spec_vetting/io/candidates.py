@@ -465,8 +465,8 @@ def _is_fits_name(name: str) -> bool:
 
 def _directory_files(root: Path) -> list[Path]:
     """Every entry with a FITS name that is not a folder: regular files, and also dangling symbolic links, link
-    loops, FIFOs and devices, so that each becomes a candidate whose ERROR row says what it is (issue 14: they
-    used to vanish from the listing without a message)."""
+    loops, FIFOs and devices, so that each becomes a candidate whose ERROR row says what it is instead of vanishing
+    from the listing without a message."""
     return sorted(p for p in root.rglob("*") if _is_fits_name(p.name) and not p.is_dir())
 
 
@@ -530,7 +530,7 @@ def _load_one(source: str | Path) -> list[Candidate]:
     if path.is_dir():
         files = _directory_files(path)
         if not files:
-            # an empty incoming folder is a normal night, not a configuration error (issue 14): zero candidates
+            # an empty incoming folder is a normal night, not a configuration error: zero candidates
             log.warning("%s: the folder holds no FITS file (.fits, .fit, .fts, optionally .gz): no candidate", path)
             return []
         return _listing(files)

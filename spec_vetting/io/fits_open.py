@@ -166,7 +166,7 @@ def _check_ascii(card: bytes, hdu: int, path: str) -> None:
     Why this is checked here and not left to the back ends: cfitsio keeps its error messages on a per-thread stack,
     and fitsio turns that stack into the text of the *next* error, so a non-UTF-8 byte in one file's header made
     the next good file read in the same thread fail with "'utf-8' codec can't decode byte", while the damaged file
-    itself was read with '?' in place of the byte (issue 14). Free text (comments, COMMENT/HISTORY cards) is left
+    itself was read with '?' in place of the byte. Free text (comments, COMMENT/HISTORY cards) is left
     alone: the back ends never parse it.
     """
     part = _value_part(card)
