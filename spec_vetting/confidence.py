@@ -104,41 +104,114 @@ def _sum_in_order(a, b=None, *, chunk: int = 1 << 16) -> float:
     return total
 
 
+#: the order of a row's reasons in its list (and in the review-queue CSV); REVIEW_REASONS orders the queue
+_LISTED_ORDER = ("error", "undecided", "recovered_format", "verdict_outside_answer", "contradicting_p_yes",
+                 "uncertain_p_yes")
+
+#: the verdict-row columns the review reasons read
+REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes")
+
+#: ``review_urgency`` of a row that needs no review
+NOT_QUEUED = len(REVIEW_REASONS)
+
+
+def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
+    """Reason -> boolean array over the rows of ``table`` (an Arrow table or record batch with the columns of
+    REVIEW_COLUMNS; a missing column counts as null), in listing order: whether each row is in the review queue
+    for that reason. The definition of the queue: :func:`review_reasons` and the review-queue command read it."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    _check_threshold(threshold)
+    n = table.num_rows
+
+    def column(name, type_):
+        if name not in table.schema.names:
+            return pa.nulls(n, type_)
+        col = table.column(name)
+        return col if col.type == type_ else pc.cast(col, type_)
+
+    def true(mask):
+        return pc.fill_null(mask, False)
+
+    verdict = column("verdict", pa.string())
+    p = column("p_yes", pa.float64())
+    usable = true(pc.and_(pc.is_finite(p), pc.and_(pc.greater_equal(p, 0.0), pc.less_equal(p, 1.0))))
+    yes, no = true(pc.equal(verdict, "YES")), true(pc.equal(verdict, "NO"))
+    decided_usable = pc.and_(pc.or_(yes, no), usable)
+    contradicting = pc.or_(pc.and_(yes, true(pc.less(p, 0.5))), pc.and_(no, true(pc.greater(p, 0.5))))
+    confidence = pc.max_element_wise(p, pc.subtract(1.0, p))
+    return {
+        "error": true(pc.equal(verdict, "ERROR")),
+        "undecided": true(pc.equal(verdict, "UNDECIDED")),
+        "recovered_format": true(pc.equal(column("status", pa.string()), "recovered")),
+        "verdict_outside_answer": true(pc.is_in(column("recovered_verdict", pa.string()),
+                                                value_set=pa.array(["YES", "NO"]))),
+        "contradicting_p_yes": pc.and_(decided_usable, contradicting),
+        "uncertain_p_yes": pc.and_(decided_usable, true(pc.less(confidence, threshold))),
+    }
+
+
+def review_urgency(table, flags: dict):
+    """(urgency, confidence) arrays of ``table``'s rows for :func:`review_flags`' ``flags``: urgency is the index in
+    REVIEW_REASONS of a row's most urgent reason (NOT_QUEUED when it has none), confidence max(p_yes, 1 - p_yes)
+    where p_yes is usable, else 0. The queue is sorted by (urgency, confidence, task, candidate_id)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    urgency = pa.array([NOT_QUEUED] * table.num_rows, pa.int8())
+    for reason in reversed(REVIEW_REASONS):  # the most urgent reason is written last and wins
+        urgency = pc.if_else(flags[reason], pa.scalar(REVIEW_REASONS.index(reason), pa.int8()), urgency)
+    p = pc.cast(table.column("p_yes"), pa.float64()) if "p_yes" in table.schema.names else pa.nulls(
+        table.num_rows, pa.float64())
+    usable = pc.fill_null(pc.and_(pc.is_finite(p), pc.and_(pc.greater_equal(p, 0.0), pc.less_equal(p, 1.0))), False)
+    confidence = pc.if_else(usable, pc.max_element_wise(p, pc.subtract(1.0, p)), 0.0)
+    return urgency, confidence
+
+
+def reason_lists(flags: dict) -> list[list[str]]:
+    """Each row's reasons, in listing order, from :func:`review_flags`' arrays."""
+    columns = [(reason, flags[reason].to_pylist()) for reason in _LISTED_ORDER]
+    n = len(columns[0][1])
+    return [[reason for reason, values in columns if values[i]] for i in range(n)]
+
+
+def _check_threshold(threshold: float) -> None:
+    if not 0.5 <= threshold <= 1.0:
+        raise ValueError(f"review threshold must be in [0.5, 1], got {threshold}")
+
+
+def review_table(rows: list[dict]):
+    """The REVIEW_COLUMNS of ``rows`` (dicts) as an Arrow table, for :func:`review_flags`."""
+    import pyarrow as pa
+
+    def values(name):
+        return [row.get(name) for row in rows]
+
+    # NaN, inf and out-of-range p_yes stay as they are: the flags leave them out
+    p = [None if row.get("p_yes") is None else float(row["p_yes"]) for row in rows]
+    return pa.table({"verdict": pa.array(values("verdict"), pa.string()),
+                     "status": pa.array(values("status"), pa.string()),
+                     "recovered_verdict": pa.array(values("recovered_verdict"), pa.string()),
+                     "p_yes": pa.array(p, pa.float64())})
+
+
 def review_reasons(row: dict, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> list[str]:
     """Why a verdict row belongs in the review queue (empty list: it does not)."""
-    reasons = []
-    verdict = row.get("verdict")
-    if verdict == "ERROR":
-        reasons.append("error")
-    if verdict == "UNDECIDED":
-        reasons.append("undecided")
-    if row.get("status") == "recovered":
-        reasons.append("recovered_format")
-    if row.get("recovered_verdict") in ("YES", "NO"):  # a YES/NO found outside any <answer> block
-        reasons.append("verdict_outside_answer")
-    p = _usable_p(row.get("p_yes"))
-    if p is not None and verdict in ("YES", "NO"):
-        if (verdict == "YES" and p < 0.5) or (verdict == "NO" and p > 0.5):
-            reasons.append("contradicting_p_yes")
-        if max(p, 1.0 - p) < threshold:
-            reasons.append("uncertain_p_yes")
-    return reasons
+    return reason_lists(review_flags(review_table([row]), threshold=threshold))[0]
 
 
 def review_queue(rows: list[dict], *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> list[dict]:
-    """Rows needing review, most urgent first, each with ``review_reasons`` added (a copy; input untouched)."""
-    if not 0.5 <= threshold <= 1.0:
-        raise ValueError(f"review threshold must be in [0.5, 1], got {threshold}")
-    queued = []
-    for row in rows:
-        reasons = review_reasons(row, threshold=threshold)
-        if reasons:
-            queued.append({**row, "review_reasons": reasons})
-
-    def urgency(row):
-        first = min(REVIEW_REASONS.index(r) for r in row["review_reasons"])
-        p = _usable_p(row.get("p_yes"))
-        return (first, max(p, 1 - p) if p is not None else 0.0, row.get("task") or "", row["candidate_id"])
-
-    queued.sort(key=urgency)
-    return queued
+    """Rows needing review, most urgent first, each with ``review_reasons`` added (a copy; input untouched).
+    For rows already in memory; the review-queue command streams the catalog instead."""
+    table = review_table(rows)
+    flags = review_flags(table, threshold=threshold)
+    urgency, confidence = review_urgency(table, flags)
+    queued = [
+        (u, c, row.get("task") or "", row["candidate_id"], {**row, "review_reasons": reasons})
+        for row, reasons, u, c in zip(rows, reason_lists(flags), urgency.to_pylist(), confidence.to_pylist(),
+                                      strict=True)
+        if reasons
+    ]
+    queued.sort(key=lambda q: q[:4])
+    return [q[4] for q in queued]

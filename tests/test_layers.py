@@ -30,7 +30,7 @@ RANKS: dict[str, int] = {
     "inspect": 6, "engines": 6,
     # catalog, evaluation, report, export
     "catalog": 7, "confidence": 7, "reward": 7,
-    "evaluate": 8, "export": 8, "capacity": 8,
+    "evaluate": 8, "export": 8, "capacity": 8, "review_queue": 8,
     "report": 9,
     # pipeline, command line
     "pipeline": 10,

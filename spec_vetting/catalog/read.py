@@ -220,10 +220,9 @@ class RunData:
         return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
-def read_run_table(root, run_id: str | None = None, columns: list[str] | None = None) -> tuple[str, pa.Table]:
-    """(run id, verdict rows as an Arrow table) of ``run_id``, or of the latest run under ``root`` when None;
-    ``columns``: only these verdict columns (plus run_id, candidate_id, task). Memory follows the columns, not a
-    Python dict per row (evaluation reads this)."""
+def resolve_run_id(root, run_id: str | None = None) -> str:
+    """``run_id`` when the catalog under ``root`` has verdict rows of it; None: the latest run (the ``_runs/LATEST``
+    pointer, else the newest run in the rows). A :class:`CatalogReadError` saying what to do otherwise."""
     root = Path(root)
     if not (root / "verdicts").is_dir():
         raise CatalogReadError(
@@ -236,14 +235,40 @@ def read_run_table(root, run_id: str | None = None, columns: list[str] | None = 
         if table.num_rows == 0:
             raise CatalogReadError(f"{root}: the catalog holds no run yet; run `spec-vet run` first")
         run_id = _latest(table)
-    if columns is not None:
-        columns = list(dict.fromkeys(["run_id", "candidate_id", "task", *columns]))
-    verdicts = read_verdicts(root, run_id=run_id, columns=columns)
-    if verdicts.num_rows == 0:
+    data = dataset(root, "verdicts")
+    if data is None or data.count_rows(filter=pc.field("run_id") == str(run_id)) == 0:
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"
         )
-    return str(run_id), verdicts
+    return str(run_id)
+
+
+def read_run_table(root, run_id: str | None = None, columns: list[str] | None = None) -> tuple[str, pa.Table]:
+    """(run id, verdict rows as an Arrow table) of ``run_id``, or of the latest run under ``root`` when None;
+    ``columns``: only these verdict columns (plus run_id, candidate_id, task). Memory follows the columns, not a
+    Python dict per row (evaluation reads this)."""
+    run_id = resolve_run_id(root, run_id)
+    if columns is not None:
+        columns = list(dict.fromkeys(["run_id", "candidate_id", "task", *columns]))
+    return run_id, read_verdicts(root, run_id=run_id, columns=columns)
+
+
+def read_run_pairs(root, run_id: str, pairs: list[tuple[str, str]], *, with_turns: bool = True) -> RunData:
+    """The verdict rows (and turn rows) of some (candidate_id, task) pairs of one run, in the order of ``pairs``:
+    what readers that walk a run a slice at a time load (the review page, the training export), so memory follows
+    the slice. Pairs the run does not have are left out. Pictures are not filled (see
+    :func:`spec_vetting.catalog.pictures.fill_pictures`)."""
+    root = Path(root)
+    ids = sorted({str(c) for c, _ in pairs})
+    wanted = {(str(c), str(t)): i for i, (c, t) in enumerate(pairs)}
+    flt = pc.field("candidate_id").isin(pa.array(ids, pa.string()))
+    rows = [r for r in records(_read(root, "verdicts", run_id, extra_filter=flt))
+            if (str(r["candidate_id"]), str(r["task"])) in wanted]
+    rows.sort(key=lambda r: wanted[(str(r["candidate_id"]), str(r["task"]))])
+    data = RunData(root=str(root), run_id=str(run_id), verdicts=rows)
+    if with_turns and rows:
+        data.turns = _group_turns(read_turns(root, run_id=run_id, candidate_ids=ids), keep=set(wanted))
+    return data
 
 
 def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
@@ -301,14 +326,21 @@ def _latest(table: pa.Table) -> str:
 
 
 def _read_turns(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     try:
         table = read_turns(root, run_id=run_id)
     except FileNotFoundError:
-        return out
+        return {}
+    return _group_turns(table)
+
+
+def _group_turns(table: pa.Table, keep: set[tuple[str, str]] | None = None
+                 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Turn rows by (candidate_id, task), each list sorted by turn number; only the pairs in ``keep`` when given."""
+    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in table.to_pylist():
         key = (str(row["candidate_id"]), str(row["task"]))
-        out.setdefault(key, []).append(row)
+        if keep is None or key in keep:
+            out.setdefault(key, []).append(row)
     for rows in out.values():
         rows.sort(key=lambda r: r.get("turn") if r.get("turn") is not None else 0)
     return out

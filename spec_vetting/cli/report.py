@@ -6,7 +6,7 @@ import click
 
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
-from ..report.page import DEFAULT_PER_FILE, IMAGE_MODES
+from ..report.page import DEFAULT_MAX_CANDIDATES, DEFAULT_PER_FILE, IMAGE_MODES
 
 
 @click.command("report")
@@ -15,6 +15,10 @@ from ..report.page import DEFAULT_PER_FILE, IMAGE_MODES
               help="folder for index.html (created)")
 @click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
 @click.option("--only", type=click.Choice(["review-queue"]), help="only the verdicts of the review queue")
+@click.option("--task", "tasks", multiple=True, help="only this task's verdicts (repeat for several)")
+@click.option("--max-candidates", type=click.IntRange(min=1), default=DEFAULT_MAX_CANDIDATES, show_default=True,
+              help="most verdicts on the page; a bigger selection keeps the most urgent (review-queue order) and "
+                   "says how many were left out")
 @click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=DEFAULT_REVIEW_THRESHOLD, show_default=True,
               help="confidence below which a YES/NO verdict is uncertain")
 @click.option("--per-file", type=click.IntRange(min=1), default=DEFAULT_PER_FILE, show_default=True,
@@ -23,7 +27,7 @@ from ..report.page import DEFAULT_PER_FILE, IMAGE_MODES
 @click.option("--images", type=click.Choice(IMAGE_MODES), default="auto", show_default=True,
               help="the pictures the model saw: auto = only for candidates whose spectrum file no longer reads "
                    "(the others get the interactive spectrum, their zoom windows drawn on it); all; none")
-def report(root, out_dir, run_id, only, threshold, per_file, images):
+def report(root, out_dir, run_id, only, tasks, max_candidates, threshold, per_file, images):
     """Write a self-contained HTML review page (open DIR/index.html from disk; no server, no network).
 
     Reviewers filter by task, verdict and confidence, read each trajectory beside an interactive plot of the
@@ -34,16 +38,26 @@ def report(root, out_dir, run_id, only, threshold, per_file, images):
     Examples:
       spec-vet report catalog/ -o review/
       spec-vet report catalog/ -o queue/ --only review-queue --threshold 0.9
-    """
-    from ..catalog.read import read_run
-    from ..report.page import write_pages
+      spec-vet report catalog/ -o wd/ --task wd --max-candidates 5000
 
+    The run is read a page file at a time (memory follows --per-file and --max-candidates, not the run).
+    """
+    from ..report.page import selection_from_catalog, write_pages
+
+    only_queue = only == "review-queue"
     try:
-        data = read_run(root, run_id)
+        selection = selection_from_catalog(root, run_id, threshold=threshold, only_queue=only_queue,
+                                           tasks=list(tasks) or None, max_candidates=max_candidates)
+        paths = write_pages(selection, out_dir, threshold=threshold, only_queue=only_queue, per_file=per_file,
+                            images=images)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
-    paths = write_pages(data, out_dir, threshold=threshold, only_queue=only == "review-queue", per_file=per_file,
-                        images=images)
+    if selection.left_out:
+        click.echo(f"warning: {selection.left_out} more verdicts were selected than --max-candidates "
+                   f"{max_candidates} allows; the page holds the most urgent (narrow the selection with --only "
+                   "review-queue or --task, or raise --max-candidates)", err=True)
     size_mb = sum(p.stat().st_size for p in paths) / 1e6
     more = f" and {len(paths) - 1} part files beside it" if len(paths) > 1 else ""
-    click.echo(f"wrote {paths[0]}{more} ({size_mb:.1f} MB, run {data.run_id}); open {paths[0].name} in a browser")
+    click.echo(f"wrote {paths[0]}{more} ({size_mb:.1f} MB, {len(selection.index)} verdicts of run "
+               f"{selection.run_id}, {selection.queued} of its {selection.total} need review); open "
+               f"{paths[0].name} in a browser")

@@ -39,28 +39,24 @@ def review_queue(root, threshold, run_id):
       spec-vet review-queue catalog/ > queue.csv
       spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
-    from ..catalog.read import read_run
-    from ..confidence import review_queue as select
+    from ..review_queue import CONFIDENCE, REASONS, queue
 
     try:
-        # the columns the queue and its CSV use: memory follows rows x these, not the whole verdict rows
-        data = read_run(root, run_id, with_turns=False,
-                        columns=["verdict", "label", "p_yes", "p_yes_source", "status", "reason", "error_kind",
-                                 "error_message", "recovered_verdict", "path", "target"])
+        scan, batches = queue(root, run_id, ["p_yes", "status", "reason", "error_kind", "error_message", "path",
+                                             "target", "verdict"], threshold=threshold)
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(QUEUE_COLUMNS)
+        for batch in batches:  # most urgent first, a batch at a time
+            for row in batch.drop_columns([CONFIDENCE]).to_pylist():
+                p = row["p_yes"]
+                writer.writerow([
+                    row["candidate_id"], row["task"], row["verdict"], "" if p is None else f"{p:.3f}",
+                    row["status"] or "", row[REASONS], _one_line(row["reason"]), row["error_kind"] or "",
+                    _one_line(row["error_message"]), row["path"] or "", row["target"] or "",
+                ])
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
-    queue = select(data.verdicts, threshold=threshold)
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(QUEUE_COLUMNS)
-    for row in queue:
-        p = row.get("p_yes")
-        writer.writerow([
-            row["candidate_id"], row["task"], row.get("verdict"), "" if p is None else f"{p:.3f}",
-            row.get("status") or "", ";".join(row["review_reasons"]), _one_line(row.get("reason")),
-            row.get("error_kind") or "", _one_line(row.get("error_message")), row.get("path") or "",
-            row.get("target") or "",
-        ])
-    click.echo(f"{len(queue)} of {len(data.verdicts)} verdicts of run {data.run_id} need review", err=True)
+    click.echo(f"{scan.queued} of {scan.total} verdicts of run {scan.run_id} need review", err=True)
 
 
 @click.group("review")

@@ -30,6 +30,8 @@ import html
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -44,7 +46,7 @@ from ..catalog.review_schema import (
     VI_SPECTYPES,
     VI_STANDARD_COMMENTS,
 )
-from ..confidence import DEFAULT_REVIEW_THRESHOLD, review_reasons
+from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
 from ..lines import GROUPS, LINES
@@ -95,7 +97,7 @@ def _csp_hash(text: str) -> str:
 
 
 def _clean_number(value):
-    if isinstance(value, float) and value != value:  # NaN is not JSON
+    if isinstance(value, float) and not math.isfinite(value):  # NaN and infinities are not JSON
         return None
     return value
 
@@ -253,22 +255,94 @@ class _SpectrumSource:
                 self._done[key] = (None, f"spectrum not readable: {exc}")
         return self._done[key]
 
+    def forget(self) -> None:
+        """Drop the payloads read so far (one page file's); the candidate lists stay open."""
+        self._done.clear()
+
+
+#: most candidates on one page by default: the list of every file carries all of them (about 120 bytes each), and a
+#: person reviews the most urgent first; a bigger selection keeps the most urgent (the review queue's order)
+DEFAULT_MAX_CANDIDATES = 20_000
+
+
+@dataclass
+class PageSelection:
+    """The verdicts a page shows and how to load them a file at a time: ``index`` holds the light rows
+    (candidate_id, task, verdict, p_yes, review_reasons) in page order; ``load`` gives the RunData of some
+    (candidate_id, task) pairs, in their order. ``total``: the run's verdicts considered; ``queued``: how many of
+    them need review; ``left_out``: selected verdicts not on the page (``max_candidates``)."""
+
+    run_id: str
+    root: str
+    index: list[dict]
+    load: Callable[[list[tuple[str, str]]], RunData]
+    total: int
+    queued: int
+    left_out: int = 0
+
+
+def _light(row: dict, reasons: list[str]) -> dict:
+    return {"candidate_id": str(row["candidate_id"]), "task": row["task"], "verdict": row.get("verdict"),
+            "p_yes": _clean_number(row.get("p_yes")), "review_reasons": reasons}
+
+
+def selection_from_data(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False
+                        ) -> PageSelection:
+    """A page of a run already in memory (every verdict, or the review queue's), sorted by task and candidate."""
+    reasons = reason_lists(review_flags(review_table(data.verdicts), threshold=threshold))
+    index = [_light(row, r) for row, r in zip(data.verdicts, reasons, strict=True) if r or not only_queue]
+    index.sort(key=lambda r: (r["task"], r["candidate_id"]))
+    by_key = {(str(v["candidate_id"]), v["task"]): v for v in data.verdicts}
+
+    def load(pairs):
+        return RunData(root=data.root, run_id=data.run_id, verdicts=[by_key[k] for k in pairs], turns=data.turns)
+
+    return PageSelection(run_id=data.run_id, root=data.root, index=index, load=load, total=len(data.verdicts),
+                         queued=sum(1 for r in reasons if r))
+
+
+def selection_from_catalog(root, run_id: str | None = None, *, threshold: float = DEFAULT_REVIEW_THRESHOLD,
+                           only_queue: bool = False, tasks: list[str] | None = None,
+                           max_candidates: int | None = DEFAULT_MAX_CANDIDATES) -> PageSelection:
+    """A page of a run in the catalog, read a batch at a time: the ``max_candidates`` most urgent verdicts (the
+    review queue's order; only queued ones with ``only_queue``), then sorted by task and candidate. Memory follows
+    ``max_candidates``, not the run."""
+    from ..catalog.read import read_run_pairs
+    from ..review_queue import REASONS, queue
+
+    scan, batches = queue(root, run_id, ["verdict", "p_yes"], threshold=threshold, only_queued=only_queue,
+                          tasks=tasks, limit=max_candidates)
+    index = []
+    for batch in batches:
+        for row in batch.select(["candidate_id", "task", "verdict", "p_yes", REASONS]).to_pylist():
+            index.append(_light(row, row[REASONS].split(";") if row[REASONS] else []))
+    index.sort(key=lambda r: (r["task"], r["candidate_id"]))
+
+    def load(pairs):
+        return read_run_pairs(root, scan.run_id, pairs)
+
+    return PageSelection(run_id=scan.run_id, root=str(root), index=index, load=load, total=scan.total,
+                         queued=scan.queued, left_out=scan.kept - len(index))
+
 
 def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
-                      images: str = "auto", max_points: int = MAX_POINTS):
-    """Records for the page (images replaced by references) and the image store."""
+                      images: str = "auto", max_points: int = MAX_POINTS, store: _Images | None = None,
+                      spectra: _SpectrumSource | None = None):
+    """Records for the page of ``data``'s verdict rows, in their order (images replaced by references), and the
+    image store. The pictures of a candidate that shows them are filled here (stored bytes, else re-rendered), so
+    a page without pictures never draws one."""
     if images not in IMAGE_MODES:
         raise ValueError(f"images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
-    store = _Images()
-    spectra = _SpectrumSource(max_points)
+    store = _Images() if store is None else store
+    spectra = _SpectrumSource(max_points) if spectra is None else spectra
+    reasons = reason_lists(review_flags(review_table(data.verdicts), threshold=threshold))
+    shown = [(row, r) for row, r in zip(data.verdicts, reasons, strict=True) if r or not only_queue]
+    plots = [spectra.get(row) for row, _ in shown]
+    pictured = [images == "all" or (images == "auto" and plot is None) for plot, _ in plots]
+    _fill_pictures(data, [row for (row, _), yes in zip(shown, pictured, strict=True) if yes])
     records = []
-    for row in data.verdicts:
-        reasons = review_reasons(row, threshold=threshold)
-        if only_queue and not reasons:
-            continue
+    for (row, row_reasons), (spectrum, spectrum_error), with_images in zip(shown, plots, pictured, strict=True):
         cid, task = row["candidate_id"], row["task"]
-        spectrum, spectrum_error = spectra.get(row)
-        with_images = images == "all" or (images == "auto" and spectrum is None)
         turns = []
         for t in data.assistant_turns(cid, task):
             zmin, zmax = t.get("zoom_min"), t.get("zoom_max")
@@ -279,7 +353,7 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
                 "tool_response_text": t.get("tool_response_text"),
                 "zoom": [zmin, zmax] if zmin is not None and zmax is not None else None,
                 "image": store.add(t.get("image_png")) if with_images else None,
-                "has_image": bool(t.get("image_png")),
+                "has_image": bool(t.get("image_png") or t.get("picture_sha256")),
             })
         z = _clean_number(row.get("redshift"))
         records.append({
@@ -288,15 +362,24 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
             "p_yes_source": row.get("p_yes_source"), "justification": row.get("justification"),
             "reason": row.get("reason"), "error_kind": row.get("error_kind"),
             "error_message": row.get("error_message"), "label": row.get("label"), "engine": row.get("engine"),
-            "model": row.get("model"), "review_reasons": reasons,
+            "model": row.get("model"), "review_reasons": row_reasons,
             "ids": {k: text for k in ID_COLUMNS if (text := format_id(k, row.get(k))) is not None},
             "z": z if isinstance(z, (int, float)) else None,
             "spectrum": spectrum, "spectrum_error": spectrum_error,
             "initial_image": store.add(data.initial_image(cid, task)) if with_images else None,
             "turns": turns,
         })
-    records.sort(key=lambda r: (r["task"], r["candidate_id"]))
     return records, store
+
+
+def _fill_pictures(data: RunData, rows: list[dict]) -> None:
+    """The PNG bytes of ``rows``' turns that the catalog holds by reference only."""
+    if not rows:
+        return
+    from ..catalog.pictures import fill_pictures
+
+    keys = {(str(r["candidate_id"]), r["task"]) for r in rows}
+    fill_pictures(data.root, rows, {k: v for k, v in data.turns.items() if k in keys})
 
 
 def _index_entry(record: dict, part: int) -> dict:
@@ -309,34 +392,45 @@ def _image_refs(record: dict) -> list[str]:
     return [r for r in refs if r]
 
 
-def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
-                per_file: int = DEFAULT_PER_FILE, images: str = "auto",
-                max_points: int = MAX_POINTS) -> list[tuple[str, str]]:
-    """(file name, HTML text) of every file of the review page of one run; the first is ``index.html``."""
+def iter_pages(source: RunData | PageSelection, *, threshold: float = DEFAULT_REVIEW_THRESHOLD,
+               only_queue: bool = False, per_file: int = DEFAULT_PER_FILE, images: str = "auto",
+               max_points: int = MAX_POINTS) -> Iterator[tuple[str, str]]:
+    """(file name, HTML text) of each file of the review page, the first being ``index.html``; one file's
+    candidates are loaded at a time, so memory follows ``per_file``."""
     if per_file < 1:
         raise ValueError(f"per_file must be at least 1, got {per_file}")
-    records, store = candidate_records(data, threshold=threshold, only_queue=only_queue, images=images,
-                                       max_points=max_points)
-    chunks = [records[i:i + per_file] for i in range(0, len(records), per_file)] or [[]]
+    if images not in IMAGE_MODES:
+        raise ValueError(f"images must be one of {', '.join(IMAGE_MODES)}, got {images!r}")
+    sel = source if isinstance(source, PageSelection) else selection_from_data(source, threshold=threshold,
+                                                                               only_queue=only_queue)
+    chunks = [sel.index[i:i + per_file] for i in range(0, len(sel.index), per_file)] or [[]]
     index = [_index_entry(r, n) for n, chunk in enumerate(chunks) for r in chunk]
     parts = [{"file": part_file_name(n), "n": len(chunk)} for n, chunk in enumerate(chunks)]
     js, css = "\n".join(_asset(name) for name in SCRIPTS), _asset("review.css")
-    title = f"spec-vet review: run {data.run_id}" + (" (review queue)" if only_queue else "")
-    note = f"{len(records)} verdicts from {data.root}. {ABSTAIN_NOTE} Decisions stay in this browser until exported."
+    title = f"spec-vet review: run {sel.run_id}" + (" (review queue)" if only_queue else "")
+    note = f"{len(sel.index)} verdicts from {sel.root}. {ABSTAIN_NOTE} Decisions stay in this browser until exported."
+    if sel.left_out:
+        note += (f" {sel.left_out} more verdicts of this selection are not on this page (it holds the"
+                 f" {len(sel.index)} most urgent, in the review queue's order); narrow it with --only review-queue or"
+                 " --task, or raise --max-candidates.")
     if len(chunks) > 1:
         note += (f" Trajectories are split over {len(chunks)} files of up to {per_file} candidates; the list and"
                  " the export cover them all.")
-    pages = []
+    spectra = _SpectrumSource(max_points)
     for n, chunk in enumerate(chunks):
+        data = sel.load([(r["candidate_id"], r["task"]) for r in chunk])
+        records, store = candidate_records(data, threshold=threshold, images=images, max_points=max_points,
+                                           spectra=spectra)
+        spectra.forget()
         payload = {
-            "run_id": data.run_id, "root": data.root, "threshold": threshold, "page_size": PAGE_SIZE,
-            "only_queue": only_queue, "part": n, "parts": parts, "index": index, "candidates": chunk,
+            "run_id": sel.run_id, "root": sel.root, "threshold": threshold, "page_size": PAGE_SIZE,
+            "only_queue": only_queue, "part": n, "parts": parts, "index": index, "candidates": records,
             "schema": {"decisions": list(DECISIONS), "decision_keys": DECISION_KEYS,
                        "columns": list(REVIEW_CSV_COLUMNS), "vi_quality": VI_QUALITY, "vi_issues": VI_ISSUES,
                        "vi_spectypes": list(VI_SPECTYPES), "vi_comments": list(VI_STANDARD_COMMENTS)},
             "lines": [[line.name, line.wavelength, line.group] for line in LINES], "line_groups": GROUPS,
         }
-        refs = dict.fromkeys(ref for record in chunk for ref in _image_refs(record))
+        refs = dict.fromkeys(ref for record in records for ref in _image_refs(record))
         image_blocks = "\n".join(
             f'<script type="text/plain" id="img-{ref}">{store.blobs[ref]}</script>' for ref in refs
         )
@@ -349,8 +443,12 @@ def build_pages(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, o
         # one pass over the template only: text coming from the data is never searched for placeholders
         # (``values`` bound as a default: each file's own, whenever the replacement runs)
         page = re.sub(r"__([A-Z_]+?)__", lambda m, values=values: values[m.group(1)], _asset("page.html"))
-        pages.append((part_file_name(n), page))
-    return pages
+        yield part_file_name(n), page
+
+
+def build_pages(source: RunData | PageSelection, **options) -> list[tuple[str, str]]:
+    """Every file of the review page, in memory (see :func:`iter_pages`; for runs that fit)."""
+    return list(iter_pages(source, **options))
 
 
 def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False,
@@ -360,15 +458,14 @@ def build_page(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, on
                        **options)[0][1]
 
 
-def write_pages(data: RunData, out_dir, **options) -> list[Path]:
-    """Write DIR/index.html (and DIR/part-NNN.html when the run needs several files); returns the paths.
-
-    Part files of an earlier, larger page in the same folder are removed so that no stale file is linked.
-    """
+def write_pages(source: RunData | PageSelection, out_dir, **options) -> list[Path]:
+    """Write DIR/index.html (and DIR/part-NNN.html when the run needs several files), one file at a time;
+    returns the paths. Part files of an earlier, larger page in the same folder are removed so that no stale
+    file is linked."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, text in build_pages(data, **options):
+    for name, text in iter_pages(source, **options):
         path = out / name
         tmp = path.with_suffix(".html.tmp")
         tmp.write_text(text, encoding="utf-8")
