@@ -22,11 +22,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .catalog.labels import attach_labels
-from .catalog.read import RunData, run_manifest
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .catalog.labels import attach_labels_table
+from .catalog.read import RunData, read_run_pairs, read_run_table, run_manifest
 from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
 from .inspect.tasks import Task, get_task
@@ -40,6 +44,12 @@ SHAREGPT_ROLES = {"system": "system", "user": "human", "assistant": "gpt"}
 IMAGE_TOKEN = "<image>"  # LLaMA-Factory's and verl's image placeholder
 VERL_AGENT_NAME = "tool_agent"
 VERL_ABILITY = "spectral_inspection"
+
+#: labelled verdicts loaded at a time, with their turns and pictures: memory follows this, not the run
+SLICE_ROWS = 256
+
+#: verdict columns that choose what is exported (the rest of a row is loaded a slice at a time)
+_CHOICE_COLUMNS = ["verdict", "label", "engine", "model"]
 
 
 @dataclass
@@ -58,8 +68,64 @@ class ExportSummary:
         return "\n".join(lines)
 
 
-def _manifest_tasks(data: RunData) -> dict:
-    tasks = run_manifest(data.root, data.run_id).get("tasks")
+@dataclass
+class RunSlices:
+    """One run's labelled verdicts in export order (task, candidate_id) as a light Arrow table (candidate_id,
+    task, label), and how to load the whole rows and turns of some of them (``load``)."""
+
+    root: str
+    run_id: str
+    labelled: pa.Table
+    unlabelled: int
+    #: engines of the run's decided rows that ran no model (``model`` null: the rules engine, a scripted one)
+    engines_without_model: list[str]
+    load: Callable[[list[tuple[str, str]]], RunData]
+
+
+def _slices(root, run_id: str, table: pa.Table, labels, load) -> RunSlices:
+    table = attach_labels_table(table, labels)
+    decided = pc.is_in(table.column("verdict"), value_set=pa.array(["YES", "NO"]))
+    no_model = pc.fill_null(pc.equal(pc.fill_null(table.column("model"), ""), ""), True)
+    engines = pc.fill_null(pc.if_else(pc.equal(table.column("engine"), ""), None, table.column("engine")), "unknown")
+    without = sorted(set(pc.unique(pc.filter(engines, pc.and_(pc.fill_null(decided, False), no_model))).to_pylist()))
+    has_label = pc.is_valid(table.column("label"))
+    labelled = table.filter(has_label).select(["candidate_id", "task", "label"])
+    labelled = labelled.sort_by([("task", "ascending"), ("candidate_id", "ascending")])
+    return RunSlices(root=str(root), run_id=str(run_id), labelled=labelled,
+                     unlabelled=table.num_rows - labelled.num_rows, engines_without_model=without, load=load)
+
+
+def slices_from_catalog(root, run_id: str | None = None, labels=None) -> RunSlices:
+    """The run (latest when None) as :class:`RunSlices`; only the choosing columns are read whole."""
+    run_id, table = read_run_table(root, run_id, columns=_CHOICE_COLUMNS)
+    table = table.set_column(table.schema.get_field_index("candidate_id"), "candidate_id",
+                             pc.cast(table.column("candidate_id"), pa.string()))
+    return _slices(root, run_id, table, labels, lambda pairs: read_run_pairs(root, run_id, pairs))
+
+
+def slices_from_data(data: RunData, labels=None) -> RunSlices:
+    """A run already in memory as :class:`RunSlices`."""
+    names = ["candidate_id", "task", *_CHOICE_COLUMNS]
+    table = pa.table({n: pa.array([None if r.get(n) is None else str(r[n]) for r in data.verdicts], pa.string())
+                      for n in names})
+    by_key = {(str(v["candidate_id"]), v["task"]): v for v in data.verdicts}
+
+    def load(pairs):
+        return RunData(root=data.root, run_id=data.run_id, verdicts=[by_key[k] for k in pairs], turns=data.turns)
+
+    return _slices(data.root, data.run_id, table, labels, load)
+
+
+def _as_slices(source: RunData | RunSlices, labels) -> RunSlices:
+    if isinstance(source, RunSlices):
+        if labels is not None:
+            raise ValueError("labels go into slices_from_catalog / slices_from_data, not beside RunSlices")
+        return source
+    return slices_from_data(source, labels)
+
+
+def _manifest_tasks(source: RunData | RunSlices) -> dict:
+    tasks = run_manifest(source.root, source.run_id).get("tasks")
     return tasks if isinstance(tasks, dict) else {}
 
 
@@ -184,41 +250,65 @@ def confirmed(row: dict) -> bool:
     return row.get("verdict") in ("YES", "NO") and row.get("label") == row.get("verdict")
 
 
-def labelled_rows(data: RunData, labels, summary: ExportSummary):
-    """The run's verdict rows that have a label (file or reviewer labels first), in a stable order; counts the rest."""
-    rows = attach_labels([dict(r) for r in data.verdicts], labels)
-    for row in sorted(rows, key=lambda r: (r["task"], r["candidate_id"])):
-        if row.get("label") is None:
-            summary.skip("no label or reviewer decision")
-            continue
-        yield row
+def labelled_rows(slices: RunSlices, summary: ExportSummary) -> Iterator[tuple[RunData, dict]]:
+    """(the slice's RunData, row) for each verdict row that has a label (file or reviewer labels first), in
+    (task, candidate_id) order, loaded ``SLICE_ROWS`` at a time with their turns and pictures; counts the rest."""
+    from .catalog.pictures import fill_pictures
+
+    if slices.unlabelled:
+        summary.skipped["no label or reviewer decision"] = (summary.skipped.get("no label or reviewer decision", 0)
+                                                            + slices.unlabelled)
+    for start in range(0, slices.labelled.num_rows, SLICE_ROWS):
+        part = slices.labelled.slice(start, SLICE_ROWS).to_pylist()
+        data = slices.load([(r["candidate_id"], r["task"]) for r in part])
+        fill_pictures(data.root, data.verdicts, data.turns)
+        for row, light in zip(data.verdicts, part, strict=True):
+            yield data, {**row, "candidate_id": light["candidate_id"], "label": light["label"]}
 
 
-def non_model_engines(data: RunData) -> list[str]:
-    """Engines of the run's decided rows that ran no model (``model`` null: the rules engine, a scripted one)."""
-    return sorted({str(r.get("engine") or "unknown") for r in data.verdicts
-                   if not r.get("model") and r.get("verdict") in ("YES", "NO")})
+class _JsonArrayFile:
+    """A JSON array written one element at a time, byte for byte what ``json.dumps(items, ensure_ascii=False,
+    indent=1)`` writes for the whole list (JSON text has no raw newline inside a string, so lines can be
+    indented one by one)."""
+
+    def __init__(self, path: Path):
+        self.path, self.tmp = path, path.with_name(path.name + ".tmp")
+        self.fh = open(self.tmp, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self.n = 0
+
+    def add(self, item) -> None:
+        text = json.dumps(item, ensure_ascii=False, indent=1)
+        self.fh.write(("[\n" if self.n == 0 else ",\n") + "\n".join(" " + line for line in text.split("\n")))
+        self.n += 1
+
+    def close(self) -> None:
+        self.fh.write("\n]" if self.n else "[]")
+        self.fh.close()
+        self.tmp.replace(self.path)
 
 
-def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool = False,
+def export_sft(source: RunData | RunSlices, out_dir, *, labels=None, include_recovered: bool = False,
                tasks_file=None, allow_non_model: bool = False) -> ExportSummary:
-    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``.
+    """Write confirmed trajectories as LLaMA-Factory ShareGPT records into ``out_dir``, a slice of the run at a
+    time (records stream into the JSON file).
 
     Traces of an engine that ran no model (the rules engine) are a classical inspector's text, not model output:
     they are refused (:class:`ConfigError`) unless ``allow_non_model``. Every record names its engine and model.
     """
-    engines = non_model_engines(data)
+    slices = _as_slices(source, labels)
+    engines = slices.engines_without_model
     if engines and not allow_non_model:
         raise ConfigError(
-            f"run {data.run_id} was vetted by engine {', '.join(engines)}, which runs no model: its traces are a "
+            f"run {slices.run_id} was vetted by engine {', '.join(engines)}, which runs no model: its traces are a "
             "classical inspector's, not model output, and would teach a model to imitate it. Export a model's run, "
             "or pass --allow-non-model-traces to export them anyway (each record names its engine)")
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     summary = ExportSummary()
-    sources = _Sources(tasks_file=tasks_file, manifest_tasks=_manifest_tasks(data))
-    records = []
-    for row in labelled_rows(data, labels, summary):
+    sources = _Sources(tasks_file=tasks_file, manifest_tasks=_manifest_tasks(slices))
+    records_path = out / SFT_RECORDS_FILE
+    records = _JsonArrayFile(records_path)
+    for data, row in labelled_rows(slices, summary):
         if not confirmed(row):
             summary.skip("verdict not confirmed by the label")
             continue
@@ -233,7 +323,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
         if messages is None:
             summary.skip("trajectory incomplete in the catalog (missing image or turn text)")
             continue
-        index = len(records)
+        index = records.n
         conversation, image_paths = [], []
         for message in messages:
             turn, images = message_to_sharegpt(message)
@@ -242,7 +332,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
                 name = f"images/lf_{row['task']}_{index}_{len(image_paths)}.png"
                 (out / name).write_bytes(png)
                 image_paths.append(name)
-        records.append({
+        records.add({
             "conversations": conversation,
             "images": image_paths,
             "sample_index": index,
@@ -257,8 +347,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
             "engine_version": row.get("engine_version"),
             "model": row.get("model"),
         })
-    records_path = out / SFT_RECORDS_FILE
-    records_path.write_text(json.dumps(records, ensure_ascii=False, indent=1), encoding="utf-8")
+    records.close()
     info_path = out / "dataset_info.json"
     info = json.loads(info_path.read_text(encoding="utf-8")) if info_path.is_file() else {}
     info[SFT_DATASET_NAME] = {
@@ -269,7 +358,7 @@ def export_sft(data: RunData, out_dir, *, labels=None, include_recovered: bool =
                  "system_tag": "system"},
     }
     info_path.write_text(json.dumps(info, indent=2), encoding="utf-8")
-    summary.written = len(records)
+    summary.written = records.n
     summary.files = [str(records_path), str(info_path), str(out / "images")]
     return summary
 
@@ -279,12 +368,31 @@ def _finite_or_none(value):
     return None if value is None or (isinstance(value, float) and not math.isfinite(value)) else value
 
 
-def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None) -> tuple[list[dict], ExportSummary]:
-    """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads."""
-    summary = ExportSummary()
-    sources = _Sources(read_spectrum, tasks_file, _manifest_tasks(data))
-    out = []
-    for row in labelled_rows(data, labels, summary):
+#: the Parquet schema of the verl rows (fixed, so that slices with nulls in different places write one file)
+VERL_SCHEMA = pa.schema([
+    ("data_source", pa.string()),
+    ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+    ("images", pa.list_(pa.struct([("bytes", pa.binary())]))),
+    ("ability", pa.string()),
+    ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+    ("agent_name", pa.string()),
+    ("extra_info", pa.struct([
+        ("index", pa.int64()), ("name", pa.string()), ("candidate_id", pa.string()), ("engine", pa.string()),
+        ("model", pa.string()),
+        ("tools_kwargs", pa.struct([("spectral_visualization_tool", pa.struct([("create_kwargs", pa.struct([
+            ("wavelength", pa.list_(pa.float64())), ("flux", pa.list_(pa.float64())), ("redshift", pa.float64()),
+        ]))]))])),
+    ])),
+])
+
+
+def iter_verl_rows(source: RunData | RunSlices, summary: ExportSummary, *, labels=None, read_spectrum=None,
+                   tasks_file=None) -> Iterator[dict]:
+    """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads, one at a time."""
+    slices = _as_slices(source, labels)
+    sources = _Sources(read_spectrum, tasks_file, _manifest_tasks(slices))
+    n = 0
+    for data, row in labelled_rows(slices, summary):
         if not row.get("path"):
             summary.skip("no spectrum file to re-read (inline candidate)")
             continue
@@ -302,7 +410,7 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None
             log.warning("verl export: skipping %s (%s)", row["candidate_id"], exc)
             summary.skip("spectrum file no longer readable (a relative path resolves against the current folder)")
             continue
-        out.append({
+        yield {
             "data_source": row["task"],
             "prompt": [
                 {"role": "system", "content": build_initial_messages(task, image)[0].text},
@@ -313,7 +421,7 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None
             "reward_model": {"style": "rule", "ground_truth": row["label"]},
             "agent_name": VERL_AGENT_NAME,
             "extra_info": {
-                "index": len(out),
+                "index": n,
                 "name": Path(row["path"]).name,
                 "candidate_id": row["candidate_id"],
                 "engine": row.get("engine"),  # the engine whose run labelled and pictured this row
@@ -324,21 +432,37 @@ def verl_rows(data: RunData, *, labels=None, read_spectrum=None, tasks_file=None
                     "redshift": redshift,
                 }}},
             },
-        })
-    summary.written = len(out)
-    return out, summary
+        }
+        n += 1
+        summary.written = n
 
 
-def export_verl(data: RunData, out_file, *, labels=None, read_spectrum=None, tasks_file=None) -> ExportSummary:
-    """Write :func:`verl_rows` to one Parquet file."""
-    import pyarrow as pa
+def verl_rows(source: RunData | RunSlices, *, labels=None, read_spectrum=None, tasks_file=None
+              ) -> tuple[list[dict], ExportSummary]:
+    """:func:`iter_verl_rows` as a list (for runs that fit in memory)."""
+    summary = ExportSummary()
+    rows = list(iter_verl_rows(source, summary, labels=labels, read_spectrum=read_spectrum, tasks_file=tasks_file))
+    return rows, summary
+
+
+def export_verl(source: RunData | RunSlices, out_file, *, labels=None, read_spectrum=None, tasks_file=None
+                ) -> ExportSummary:
+    """Write :func:`iter_verl_rows` to one Parquet file, ``SLICE_ROWS`` rows per row group."""
     import pyarrow.parquet as pq
 
-    rows, summary = verl_rows(data, labels=labels, read_spectrum=read_spectrum, tasks_file=tasks_file)
+    summary = ExportSummary()
     out = Path(out_file)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    buffer: list[dict] = []
+    with pq.ParquetWriter(tmp, VERL_SCHEMA) as writer:
+        for row in iter_verl_rows(source, summary, labels=labels, read_spectrum=read_spectrum,
+                                  tasks_file=tasks_file):
+            buffer.append(row)
+            if len(buffer) >= SLICE_ROWS:
+                writer.write_table(pa.Table.from_pylist(buffer, schema=VERL_SCHEMA))
+                buffer = []
+        writer.write_table(pa.Table.from_pylist(buffer, schema=VERL_SCHEMA))
     tmp.replace(out)
     summary.files = [str(out)]
     return summary

@@ -21,13 +21,15 @@ _tasks_file_option = click.option(
 
 
 def _load(root, run_id, labels_file, tasks_file):
-    """The run, its labels, and the tasks file that gives back the prompts of tasks not built in."""
-    from ..catalog.read import read_run, run_tasks_file
+    """The run's labelled verdicts (loaded a slice at a time later), and the tasks file that gives back the
+    prompts of tasks not built in."""
+    from ..catalog.read import run_tasks_file
+    from ..export import slices_from_catalog
     from .evaluate import load_labels
 
     try:
-        data = read_run(root, run_id)
         labels = load_labels(root, labels_file)
+        data = slices_from_catalog(root, run_id, labels)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
     if tasks_file is None:
@@ -44,7 +46,7 @@ def _load(root, run_id, labels_file, tasks_file):
             list_tasks(tasks_file)  # a broken file is the user's to fix, not a reason to skip every row
         except SpecVettingError as exc:
             raise click.ClickException(str(exc)) from exc
-    return data, labels, tasks_file
+    return data, tasks_file
 
 
 @click.group("export")
@@ -72,9 +74,9 @@ def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered, allow
     """
     from ..export import export_sft
 
-    data, labels, tasks_file = _load(root, run_id, labels_file, tasks_file)
+    data, tasks_file = _load(root, run_id, labels_file, tasks_file)
     try:
-        summary = export_sft(data, out_dir, labels=labels, include_recovered=include_recovered,
+        summary = export_sft(data, out_dir, include_recovered=include_recovered,
                              tasks_file=tasks_file, allow_non_model=allow_non_model_traces)
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
@@ -99,6 +101,6 @@ def verl(root, out_file, labels_file, run_id, tasks_file):
     """
     from ..export import export_verl
 
-    data, labels, tasks_file = _load(root, run_id, labels_file, tasks_file)
-    summary = export_verl(data, out_file, labels=labels, tasks_file=tasks_file)
+    data, tasks_file = _load(root, run_id, labels_file, tasks_file)
+    summary = export_verl(data, out_file, tasks_file=tasks_file)
     click.echo(summary.text())
