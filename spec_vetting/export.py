@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .catalog.labels import attach_labels_table
-from .catalog.read import RunData, read_run_pairs, read_run_table, run_manifest
+from .catalog.read import RunData, read_run_table, run_manifest
+from .catalog.walk import walk_data, walk_run
 from .errors import ConfigError, SpectrumReadError
 from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
 from .inspect.tasks import Task, get_task
@@ -71,7 +72,8 @@ class ExportSummary:
 @dataclass
 class RunSlices:
     """One run's labelled verdicts in export order (task, candidate_id) as a light Arrow table (candidate_id,
-    task, label), and how to load the whole rows and turns of some of them (``load``)."""
+    task, label), and how to walk their whole rows and turns a slice at a time (``walk(keys, slice_rows)``, as
+    :func:`spec_vetting.catalog.walk.walk_run`)."""
 
     root: str
     run_id: str
@@ -79,10 +81,10 @@ class RunSlices:
     unlabelled: int
     #: engines of the run's decided rows that ran no model (``model`` null: the rules engine, a scripted one)
     engines_without_model: list[str]
-    load: Callable[[list[tuple[str, str]]], RunData]
+    walk: Callable[[pa.Table, int], Iterator[tuple[list[tuple[str, str]], RunData]]]
 
 
-def _slices(root, run_id: str, table: pa.Table, labels, load) -> RunSlices:
+def _slices(root, run_id: str, table: pa.Table, labels, walk) -> RunSlices:
     table = attach_labels_table(table, labels)
     decided = pc.is_in(table.column("verdict"), value_set=pa.array(["YES", "NO"]))
     no_model = pc.fill_null(pc.equal(pc.fill_null(table.column("model"), ""), ""), True)
@@ -92,7 +94,7 @@ def _slices(root, run_id: str, table: pa.Table, labels, load) -> RunSlices:
     labelled = table.filter(has_label).select(["candidate_id", "task", "label"])
     labelled = labelled.sort_by([("task", "ascending"), ("candidate_id", "ascending")])
     return RunSlices(root=str(root), run_id=str(run_id), labelled=labelled,
-                     unlabelled=table.num_rows - labelled.num_rows, engines_without_model=without, load=load)
+                     unlabelled=table.num_rows - labelled.num_rows, engines_without_model=without, walk=walk)
 
 
 def slices_from_catalog(root, run_id: str | None = None, labels=None) -> RunSlices:
@@ -100,7 +102,8 @@ def slices_from_catalog(root, run_id: str | None = None, labels=None) -> RunSlic
     run_id, table = read_run_table(root, run_id, columns=_CHOICE_COLUMNS)
     table = table.set_column(table.schema.get_field_index("candidate_id"), "candidate_id",
                              pc.cast(table.column("candidate_id"), pa.string()))
-    return _slices(root, run_id, table, labels, lambda pairs: read_run_pairs(root, run_id, pairs))
+    return _slices(root, run_id, table, labels,
+                   lambda keys, n: walk_run(root, run_id, keys, n, replace=("label",)))
 
 
 def slices_from_data(data: RunData, labels=None) -> RunSlices:
@@ -108,12 +111,8 @@ def slices_from_data(data: RunData, labels=None) -> RunSlices:
     names = ["candidate_id", "task", *_CHOICE_COLUMNS]
     table = pa.table({n: pa.array([None if r.get(n) is None else str(r[n]) for r in data.verdicts], pa.string())
                       for n in names})
-    by_key = {(str(v["candidate_id"]), v["task"]): v for v in data.verdicts}
-
-    def load(pairs):
-        return RunData(root=data.root, run_id=data.run_id, verdicts=[by_key[k] for k in pairs], turns=data.turns)
-
-    return _slices(data.root, data.run_id, table, labels, load)
+    return _slices(data.root, data.run_id, table, labels,
+                   lambda keys, n: walk_data(data, keys, n, replace=("label",)))
 
 
 def _as_slices(source: RunData | RunSlices, labels) -> RunSlices:
@@ -258,12 +257,10 @@ def labelled_rows(slices: RunSlices, summary: ExportSummary) -> Iterator[tuple[R
     if slices.unlabelled:
         summary.skipped["no label or reviewer decision"] = (summary.skipped.get("no label or reviewer decision", 0)
                                                             + slices.unlabelled)
-    for start in range(0, slices.labelled.num_rows, SLICE_ROWS):
-        part = slices.labelled.slice(start, SLICE_ROWS).to_pylist()
-        data = slices.load([(r["candidate_id"], r["task"]) for r in part])
+    for _, data in slices.walk(slices.labelled, SLICE_ROWS):
         fill_pictures(data.root, data.verdicts, data.turns)
-        for row, light in zip(data.verdicts, part, strict=True):
-            yield data, {**row, "candidate_id": light["candidate_id"], "label": light["label"]}
+        for row in data.verdicts:
+            yield data, row
 
 
 class _JsonArrayFile:

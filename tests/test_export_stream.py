@@ -55,14 +55,17 @@ def _reader(path, target=None):
 def test_sft_export_streams_slices_and_keeps_every_confirmed_trajectory(tmp_path, monkeypatch):
     from PIL import Image
 
-    from spec_vetting.catalog import read as catalog_read
-
     root, expect = _catalog(tmp_path)
     monkeypatch.setattr(export_module, "SLICE_ROWS", 4)
     asked = []
-    real = catalog_read.read_run_pairs
-    monkeypatch.setattr(export_module, "read_run_pairs",
-                        lambda *a, **k: asked.append(len(a[2])) or real(*a, **k))
+    real = export_module.walk_run
+
+    def spy(*a, **k):
+        for pairs, data in real(*a, **k):
+            asked.append(len(data.verdicts))
+            yield pairs, data
+
+    monkeypatch.setattr(export_module, "walk_run", spy)
     res = CliRunner().invoke(main, ["export", "sft", str(root), "-o", str(tmp_path / "sft"),
                                     "--allow-non-model-traces"])
     assert res.exit_code == 0, res.output
@@ -89,3 +92,34 @@ def test_verl_export_streams_into_one_parquet_file(tmp_path, monkeypatch):
     assert summary.written == len(rows) == labelled  # every labelled row, confirmed or not
     assert [r["extra_info"]["index"] for r in rows] == list(range(labelled))
     assert summary.skipped == {"no label or reviewer decision": 23 - labelled}
+
+
+def test_walk_run_gives_each_slice_its_rows_and_turns(tmp_path):
+    import pyarrow as pa
+
+    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.walk import walk_data, walk_run
+
+    root, _ = _catalog(tmp_path, n=17)
+    whole = read_run(root, pictures=False)
+    pairs = sorted({(v["task"], v["candidate_id"]) for v in whole.verdicts} | {("cv", "missing"), ("zz", "c001")})
+    keys = pa.table({"candidate_id": [c for _, c in pairs], "task": [t for t, _ in pairs],
+                     "label": ["NO"] * len(pairs)})
+    walked = list(walk_run(root, whole.run_id, keys, 5, replace=("label",)))
+    in_memory = list(walk_data(whole, keys, 5, replace=("label",)))
+    assert [p for p, _ in walked] == [p for p, _ in in_memory] == [
+        [(c, t) for t, c in pairs[i:i + 5]] for i in range(0, len(pairs), 5)]
+    for (slice_pairs, a), (_, b) in zip(walked, in_memory, strict=True):
+        assert [(r["candidate_id"], r["task"]) for r in a.verdicts] == [p for p in slice_pairs if p in
+                                                                        {(v["candidate_id"], v["task"]) for v in
+                                                                         whole.verdicts}]
+        assert all(r["label"] == "NO" for r in a.verdicts)
+        assert [(r["candidate_id"], r["verdict"]) for r in a.verdicts] == [(r["candidate_id"], r["verdict"])
+                                                                           for r in b.verdicts]
+        for r in a.verdicts:
+            key = (r["candidate_id"], r["task"])
+            assert [t["turn"] for t in a.turns[key]] == [-1, 0, 1]
+            assert [t["image_png"] for t in a.turns[key]] == [t["image_png"] for t in whole.turns[key]]
+        assert set(a.turns) == {(r["candidate_id"], r["task"]) for r in a.verdicts}
+    with pytest.raises(ValueError, match="sorted"):
+        list(walk_run(root, whole.run_id, keys.take([1, 0]), 5))

@@ -151,25 +151,19 @@ def test_report_keeps_the_most_urgent_and_says_how_many_it_left_out(tmp_path, mo
     assert "more verdicts of this selection are not on this page" in page
 
 
-def test_report_loads_one_file_of_candidates_at_a_time(tmp_path, monkeypatch):
-    from spec_vetting.catalog import read as catalog_read
+def test_report_files_each_hold_their_own_slice_of_the_run(tmp_path, monkeypatch):
     from spec_vetting.report import page
 
     root, rows = _big_catalog(tmp_path, n=40)
-    asked = []
-    real = catalog_read.read_run_pairs
-
-    def spy(root_, run_id, pairs, **kw):
-        asked.append(len(pairs))
-        return real(root_, run_id, pairs, **kw)
-
-    monkeypatch.setattr(catalog_read, "read_run_pairs", spy)
-    paths = page.write_pages(page.selection_from_catalog(root), tmp_path / "out", per_file=6)
-    assert asked == [6] * (len(rows) // 6) + ([len(rows) % 6] if len(rows) % 6 else [])
-    assert len(paths) == len(asked)
-    data = page.build_pages(page.selection_from_catalog(root), per_file=6)
-    ids = [c["candidate_id"] for _, html in data for c in _candidates(html)]
-    assert sorted(ids) == sorted(r["candidate_id"] for r in rows)
+    files = page.build_pages(page.selection_from_catalog(root), per_file=6)
+    got = [[(c["task"], c["candidate_id"]) for c in _candidates(html)] for _, html in files]
+    want = sorted((r["task"], r["candidate_id"]) for r in rows)
+    assert got == [want[i:i + 6] for i in range(0, len(want), 6)]
+    by_key = {(r["task"], r["candidate_id"]): r for r in rows}
+    for _, html in files:
+        for c in _candidates(html):
+            assert c["verdict"] == by_key[(c["task"], c["candidate_id"])]["verdict"]
+            assert c["turns"] == []  # this catalog has no turn rows
 
 
 def _candidates(html: str) -> list[dict]:

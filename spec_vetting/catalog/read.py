@@ -253,24 +253,6 @@ def read_run_table(root, run_id: str | None = None, columns: list[str] | None = 
     return run_id, read_verdicts(root, run_id=run_id, columns=columns)
 
 
-def read_run_pairs(root, run_id: str, pairs: list[tuple[str, str]], *, with_turns: bool = True) -> RunData:
-    """The verdict rows (and turn rows) of some (candidate_id, task) pairs of one run, in the order of ``pairs``:
-    what readers that walk a run a slice at a time load (the review page, the training export), so memory follows
-    the slice. Pairs the run does not have are left out. Pictures are not filled (see
-    :func:`spec_vetting.catalog.pictures.fill_pictures`)."""
-    root = Path(root)
-    ids = sorted({str(c) for c, _ in pairs})
-    wanted = {(str(c), str(t)): i for i, (c, t) in enumerate(pairs)}
-    flt = pc.field("candidate_id").isin(pa.array(ids, pa.string()))
-    rows = [r for r in records(_read(root, "verdicts", run_id, extra_filter=flt))
-            if (str(r["candidate_id"]), str(r["task"])) in wanted]
-    rows.sort(key=lambda r: wanted[(str(r["candidate_id"]), str(r["task"]))])
-    data = RunData(root=str(root), run_id=str(run_id), verdicts=rows)
-    if with_turns and rows:
-        data.turns = _group_turns(read_turns(root, run_id=run_id, candidate_ids=ids), keep=set(wanted))
-    return data
-
-
 def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
              columns: list[str] | None = None) -> RunData:
     """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
@@ -330,17 +312,14 @@ def _read_turns(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str,
         table = read_turns(root, run_id=run_id)
     except FileNotFoundError:
         return {}
-    return _group_turns(table)
+    return _group_turns(table.to_pylist())
 
 
-def _group_turns(table: pa.Table, keep: set[tuple[str, str]] | None = None
-                 ) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """Turn rows by (candidate_id, task), each list sorted by turn number; only the pairs in ``keep`` when given."""
+def _group_turns(rows: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    """Turn rows by (candidate_id, task), each list sorted by turn number."""
     out: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in table.to_pylist():
-        key = (str(row["candidate_id"]), str(row["task"]))
-        if keep is None or key in keep:
-            out.setdefault(key, []).append(row)
+    for row in rows:
+        out.setdefault((str(row["candidate_id"]), str(row["task"])), []).append(row)
     for rows in out.values():
         rows.sort(key=lambda r: r.get("turn") if r.get("turn") is not None else 0)
     return out

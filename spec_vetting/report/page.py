@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from ..catalog.read import RunData
 from ..catalog.review_schema import (
@@ -46,6 +47,7 @@ from ..catalog.review_schema import (
     VI_SPECTYPES,
     VI_STANDARD_COMMENTS,
 )
+from ..catalog.walk import walk_data
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
@@ -268,14 +270,15 @@ DEFAULT_MAX_CANDIDATES = 20_000
 @dataclass
 class PageSelection:
     """The verdicts a page shows and how to load them a file at a time: ``index`` holds the light rows
-    (candidate_id, task, verdict, p_yes, review_reasons) in page order; ``load`` gives the RunData of some
-    (candidate_id, task) pairs, in their order. ``total``: the run's verdicts considered; ``queued``: how many of
-    them need review; ``left_out``: selected verdicts not on the page (``max_candidates``)."""
+    (candidate_id, task, verdict, p_yes, review_reasons) in page order (task, candidate_id); ``walk(keys, n)``
+    gives the RunData of those keys n at a time (:func:`spec_vetting.catalog.walk.walk_run`). ``total``: the
+    run's verdicts considered; ``queued``: how many of them need review; ``left_out``: selected verdicts not on
+    the page (``max_candidates``)."""
 
     run_id: str
     root: str
     index: list[dict]
-    load: Callable[[list[tuple[str, str]]], RunData]
+    walk: Callable[[pa.Table, int], Iterator[tuple[list[tuple[str, str]], RunData]]]
     total: int
     queued: int
     left_out: int = 0
@@ -292,12 +295,8 @@ def selection_from_data(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRE
     reasons = reason_lists(review_flags(review_table(data.verdicts), threshold=threshold))
     index = [_light(row, r) for row, r in zip(data.verdicts, reasons, strict=True) if r or not only_queue]
     index.sort(key=lambda r: (r["task"], r["candidate_id"]))
-    by_key = {(str(v["candidate_id"]), v["task"]): v for v in data.verdicts}
-
-    def load(pairs):
-        return RunData(root=data.root, run_id=data.run_id, verdicts=[by_key[k] for k in pairs], turns=data.turns)
-
-    return PageSelection(run_id=data.run_id, root=data.root, index=index, load=load, total=len(data.verdicts),
+    return PageSelection(run_id=data.run_id, root=data.root, index=index,
+                         walk=lambda keys, n: walk_data(data, keys, n), total=len(data.verdicts),
                          queued=sum(1 for r in reasons if r))
 
 
@@ -307,7 +306,7 @@ def selection_from_catalog(root, run_id: str | None = None, *, threshold: float 
     """A page of a run in the catalog, read a batch at a time: the ``max_candidates`` most urgent verdicts (the
     review queue's order; only queued ones with ``only_queue``), then sorted by task and candidate. Memory follows
     ``max_candidates``, not the run."""
-    from ..catalog.read import read_run_pairs
+    from ..catalog.walk import walk_run
     from ..review_queue import REASONS, queue
 
     scan, batches = queue(root, run_id, ["verdict", "p_yes"], threshold=threshold, only_queued=only_queue,
@@ -318,10 +317,8 @@ def selection_from_catalog(root, run_id: str | None = None, *, threshold: float 
             index.append(_light(row, row[REASONS].split(";") if row[REASONS] else []))
     index.sort(key=lambda r: (r["task"], r["candidate_id"]))
 
-    def load(pairs):
-        return read_run_pairs(root, scan.run_id, pairs)
-
-    return PageSelection(run_id=scan.run_id, root=str(root), index=index, load=load, total=scan.total,
+    return PageSelection(run_id=scan.run_id, root=str(root), index=index,
+                         walk=lambda keys, n: walk_run(root, scan.run_id, keys, n), total=scan.total,
                          queued=scan.queued, left_out=scan.kept - len(index))
 
 
@@ -417,8 +414,10 @@ def iter_pages(source: RunData | PageSelection, *, threshold: float = DEFAULT_RE
         note += (f" Trajectories are split over {len(chunks)} files of up to {per_file} candidates; the list and"
                  " the export cover them all.")
     spectra = _SpectrumSource(max_points)
-    for n, chunk in enumerate(chunks):
-        data = sel.load([(r["candidate_id"], r["task"]) for r in chunk])
+    keys = pa.table({"candidate_id": pa.array([r["candidate_id"] for r in sel.index], pa.string()),
+                     "task": pa.array([r["task"] for r in sel.index], pa.string())})
+    slices = sel.walk(keys, per_file) if sel.index else iter([([], RunData(sel.root, sel.run_id, []))])
+    for n, (_, data) in enumerate(slices):
         records, store = candidate_records(data, threshold=threshold, images=images, max_points=max_points,
                                            spectra=spectra)
         spectra.forget()
