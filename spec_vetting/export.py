@@ -249,18 +249,45 @@ def confirmed(row: dict) -> bool:
     return row.get("verdict") in ("YES", "NO") and row.get("label") == row.get("verdict")
 
 
-def labelled_rows(slices: RunSlices, summary: ExportSummary) -> Iterator[tuple[RunData, dict]]:
-    """(the slice's RunData, row) for each verdict row that has a label (file or reviewer labels first), in
-    (task, candidate_id) order, loaded ``SLICE_ROWS`` at a time with their turns and pictures; counts the rest."""
-    from .catalog.pictures import fill_pictures
-
+def labelled_slices(slices: RunSlices, summary: ExportSummary) -> Iterator[RunData]:
+    """The verdict rows that have a label (file or reviewer labels first), in (task, candidate_id) order,
+    ``SLICE_ROWS`` at a time with their turns (pictures by reference: see :func:`with_pictures`); counts the rest."""
     if slices.unlabelled:
         summary.skipped["no label or reviewer decision"] = (summary.skipped.get("no label or reviewer decision", 0)
                                                             + slices.unlabelled)
     for _, data in slices.walk(slices.labelled, SLICE_ROWS):
-        fill_pictures(data.root, data.verdicts, data.turns)
+        yield data
+
+
+def with_pictures(data: RunData, rows: list[dict]) -> list[dict]:
+    """``rows`` (of ``data``), their turns' pictures filled (stored bytes, else re-rendered) in one pass."""
+    from .catalog.pictures import fill_pictures
+
+    keys = {(str(r["candidate_id"]), r["task"]) for r in rows}
+    if rows:
+        fill_pictures(data.root, rows, {k: v for k, v in data.turns.items() if k in keys})
+    return rows
+
+
+def _sft_candidates(slices: RunSlices, summary: ExportSummary, sources: _Sources, include_recovered: bool):
+    """(slice, row, task) of each confirmed verdict whose prompt is recoverable, pictures filled per slice."""
+    for data in labelled_slices(slices, summary):
+        kept = []
         for row in data.verdicts:
-            yield data, row
+            if not confirmed(row):
+                summary.skip("verdict not confirmed by the label")
+                continue
+            if row.get("status") != "well_formed" and not include_recovered:
+                summary.skip("answer format recovered, not well formed (--include-recovered to keep)")
+                continue
+            task = sources.task(row)
+            if isinstance(task, str):
+                summary.skip(task)
+                continue
+            kept.append((row, task))
+        with_pictures(data, [row for row, _ in kept])
+        for row, task in kept:
+            yield data, row, task
 
 
 class _JsonArrayFile:
@@ -305,17 +332,7 @@ def export_sft(source: RunData | RunSlices, out_dir, *, labels=None, include_rec
     sources = _Sources(tasks_file=tasks_file, manifest_tasks=_manifest_tasks(slices))
     records_path = out / SFT_RECORDS_FILE
     records = _JsonArrayFile(records_path)
-    for data, row in labelled_rows(slices, summary):
-        if not confirmed(row):
-            summary.skip("verdict not confirmed by the label")
-            continue
-        if row.get("status") != "well_formed" and not include_recovered:
-            summary.skip("answer format recovered, not well formed (--include-recovered to keep)")
-            continue
-        task = sources.task(row)
-        if isinstance(task, str):
-            summary.skip(task)
-            continue
+    for data, row, task in _sft_candidates(slices, summary, sources, include_recovered):
         messages = trajectory_messages(data, row, task)
         if messages is None:
             summary.skip("trajectory incomplete in the catalog (missing image or turn text)")
@@ -383,16 +400,26 @@ VERL_SCHEMA = pa.schema([
 ])
 
 
+def _verl_candidates(slices: RunSlices, summary: ExportSummary):
+    """(slice, row) of each labelled verdict with a spectrum file, pictures filled per slice."""
+    for data in labelled_slices(slices, summary):
+        kept = []
+        for row in data.verdicts:
+            if not row.get("path"):
+                summary.skip("no spectrum file to re-read (inline candidate)")
+                continue
+            kept.append(row)
+        for row in with_pictures(data, kept):
+            yield data, row
+
+
 def iter_verl_rows(source: RunData | RunSlices, summary: ExportSummary, *, labels=None, read_spectrum=None,
                    tasks_file=None) -> Iterator[dict]:
     """SpecVI-Bench-like rows for every labelled verdict whose spectrum file still reads, one at a time."""
     slices = _as_slices(source, labels)
     sources = _Sources(read_spectrum, tasks_file, _manifest_tasks(slices))
     n = 0
-    for data, row in labelled_rows(slices, summary):
-        if not row.get("path"):
-            summary.skip("no spectrum file to re-read (inline candidate)")
-            continue
+    for data, row in _verl_candidates(slices, summary):
         image = data.initial_image(row["candidate_id"], row["task"])
         if image is None:
             summary.skip("no full-view image in the catalog")
