@@ -39,6 +39,43 @@ SCRIPT = [
 ]
 
 
+def varied_reply(messages, ctx, turn):
+    """SCRIPT's two turns, with a verdict and p_yes that vary per (candidate, task) as a model's would: 85 % sure
+    (p_yes < 0.1 or > 0.9), 14 % in between (the review queue), 1 % a failed request (an ERROR row)."""
+    import zlib
+
+    from spec_vetting.errors import EngineError
+    from spec_vetting.types import EngineReply, Usage
+
+    h = zlib.crc32(f"{ctx.candidate_id}/{ctx.task}".encode()) / 2**32
+    if turn == 0:
+        if h < 0.01:
+            raise EngineError("benchmark: a request that failed", kind="server_error")
+        return SCRIPT[0]
+    p = h * 0.1 if h < 0.5 else 0.9 + (h - 0.5) * 0.2 if h < 0.93 else 0.2 + (h - 0.93) / 0.07 * 0.6
+    text = SCRIPT[1] if p >= 0.5 else SCRIPT[1].replace("YES", "NO")
+    return EngineReply(text=text, usage=Usage(prompt_tokens=None, completion_tokens=len(text) // 4), p_yes=p,
+                       endpoint="scripted")
+
+
+def _varied_script_class():
+    from spec_vetting.engines.scripted import ScriptedEngine
+
+    class VariedScript(ScriptedEngine):
+        """The scripted engine with :func:`varied_reply`; the same identity as ``scripted`` with SCRIPT."""
+
+        def __init__(self):
+            super().__init__(varied_reply, p_yes_source="logprobs")
+
+    return VariedScript
+
+
+def __getattr__(name):  # the job names the engine "bench_catalog:VariedScript"; built when first asked for
+    if name == "VariedScript":
+        return _varied_script_class()
+    raise AttributeError(name)
+
+
 def _candidates(n: int, start: int = 0):
     import numpy as np
 
@@ -57,7 +94,7 @@ def _job(root: Path, tasks: list[str], **kw):
     from spec_vetting.pipeline import job_from_dict
 
     return job_from_dict({"candidates": ["inline"], "tasks": tasks, "out": str(root),
-                          "engine": {"name": "scripted", "options": {"replies": SCRIPT}},
+                          "engine": {"name": "bench_catalog:VariedScript"},
                           "cluster": {"processes": False, "workers": 1, "dashboard": False}, **kw})
 
 
@@ -120,6 +157,12 @@ def measure(root: Path, tasks: list[str], n: int, env: dict, tmp: Path, suffix=N
     res["summary"] = _measured(_cli(["catalog", "summary", r], []), env)
     res["eval"] = _measured(_cli(["eval", r, "--json"], []), env)
     res["review_queue"] = _measured(_cli(["review-queue", r], []), env)
+    res["review_queue_all_uncertain"] = _measured(_cli(["review-queue", r, "--threshold", "1.0"], []), env)
+    res["report"] = _measured(_cli(["report", r, "-o", str(tmp / "report")], []), env)
+    res["export_verl"] = _measured(_cli(["export", "verl", r, "-o", str(tmp / "rl.parquet")], []), env)
+    if suffix is None and n <= 50_000:  # one SFT record and two PNG files per confirmed inspection
+        res["export_sft"] = _measured(_cli(["export", "sft", r, "-o", str(tmp / "sft"), "--allow-non-model-traces"],
+                                           []), env)
     res["export_current_parquet"] = _measured(
         _cli(["catalog", "export", r, "--current", "--format", "parquet", "-o", str(tmp / "cur.parquet")], []), env)
     # the next night: these candidates plus 10 % new ones
@@ -165,6 +208,9 @@ def main() -> None:
                          "ids) and measure the readers and queries there; 0: skip")
     ap.add_argument("--root", help="keep the catalog here (default: a temporary folder)")
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--measure", metavar="CATALOG",
+                    help="only measure the readers on this catalog root (a --root's cat/ or scaled/ folder), with "
+                         "--n its candidates and --tasks its tasks")
     args = ap.parse_args()
     if args.full:
         args.n = 200_000
@@ -178,6 +224,17 @@ def main() -> None:
     from spec_vetting.pipeline import runner
 
     tasks = [t.key for t in builtin_tasks()][: args.tasks]
+    if args.measure:
+        cat = Path(args.measure)
+        scaled = cat.name == "scaled"
+        if scaled:
+            env["_BENCH_BASE_N"] = os.environ.get("_BENCH_BASE_N", "4000")
+        res = {"root": str(cat), "layout": _files_and_bytes(cat),
+               "measured": measure(cat, tasks, args.n, env, tmp, suffix=(lambda i, k: f"-r{k}") if scaled else None)}
+        print(json.dumps(res, indent=2))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
+        return
     root = tmp / "cat"
     cands = _candidates(args.n)
     runner.load_all_candidates = lambda sources: cands
