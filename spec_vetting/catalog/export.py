@@ -3,9 +3,10 @@
 Units and descriptions come from the schema (:mod:`.schema`); ids stay exact (integers with nulls become masked
 integer columns in FITS/VOTable/ECSV, nullable integers in Parquet); ``started_at`` is written as ISO 8601 UTC
 text. ``where`` is an SQL condition over the columns (DuckDB syntax, e.g. ``task = 'cv' AND verdict = 'YES'``),
-pushed down to the Parquet scan. CSV and Parquet stream batch by batch (memory independent of the row count);
-FITS, VOTable and ECSV are built as one astropy table, so their size is bounded by memory (filter with ``where``).
-PNG bytes are never exported (pictures are referenced by hash in ``turns``).
+pushed down to the Parquet scan. Every format streams batch by batch, so memory does not grow with the row
+count; FITS, VOTable and ECSV are what astropy writes from the whole table (:mod:`.astropy_stream`; FITS text is
+ASCII, other characters as backslash escapes). FITS and VOTable read the selected rows twice (their headers give
+the row count and the longest texts). PNG bytes are never exported (pictures are referenced by hash in ``turns``).
 """
 
 from __future__ import annotations
@@ -13,33 +14,37 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CatalogReadError
+from .astropy_stream import write_ecsv, write_fits, write_votable
 from .read import dataset
 from .schema import CURRENT_DIR, file_schema, text_lengths, with_reader_metadata
 
 FORMATS = ("fits", "votable", "ecsv", "csv", "parquet")
-_ASTROPY_FORMAT = {"fits": "fits", "votable": "votable", "ecsv": "ascii.ecsv"}
+_STREAMED = {"fits": write_fits, "votable": write_votable, "ecsv": write_ecsv}
+#: rows per batch read (and the most per chunk handed to astropy)
+BATCH_ROWS = 1 << 16
 #: not exported: bytes, and the row's shard (bookkeeping)
 DROP = ("image_png",)
 
 
-def _batches(root, current: bool, where: str | None, run_id: str | None):
-    """(schema, iterator of record batches) of the selected rows, in the catalog's types."""
+def _batches(root, current: bool, where: str | None, run_id: str | None, batch_rows: int = BATCH_ROWS,
+             columns: list[str] | None = None):
+    """(schema, iterator of record batches) of the selected rows, in the catalog's types; ``columns``: only those
+    (the filter may still use any column)."""
     table = CURRENT_DIR if current else "verdicts"
     data = dataset(root, table)
     if data is None:
         raise CatalogReadError(f"{root}: no {table}/ rows here; pass the --out folder of a `spec-vet run`")
     schema = file_schema(table)
-    keep = [f for f in schema if f.name not in DROP]
+    keep = [f for f in schema if f.name not in DROP and (columns is None or f.name in columns)]
     out_schema = pa.schema(keep, metadata=schema.metadata)
     names = [f.name for f in keep]
     if not where:
         flt = (pc.field("run_id") == run_id) if run_id else None
-        return out_schema, data.to_batches(columns=names, filter=flt, batch_size=1 << 16)
+        return out_schema, data.to_batches(columns=names, filter=flt, batch_size=batch_rows)
     import duckdb
 
     con = duckdb.connect()
@@ -50,7 +55,8 @@ def _batches(root, current: bool, where: str | None, run_id: str | None):
     cols = ", ".join(f'"{n}"' for n in names)
     try:
         rel = con.sql(f"SELECT {cols} FROM catalog WHERE {cond}")
-        reader = rel.to_arrow_reader(1 << 16) if hasattr(rel, "to_arrow_reader") else rel.fetch_record_batch(1 << 16)
+        reader = (rel.to_arrow_reader(batch_rows) if hasattr(rel, "to_arrow_reader")
+                  else rel.fetch_record_batch(batch_rows))
     except duckdb.Error as exc:
         raise CatalogReadError(f"--where {where!r}: {exc}") from exc
 
@@ -61,47 +67,15 @@ def _batches(root, current: bool, where: str | None, run_id: str | None):
     return out_schema, gen()
 
 
-def _astropy_table(schema: pa.Schema, batches):
-    from astropy.table import MaskedColumn, Table
-
-    table = pa.Table.from_batches(list(batches), schema=schema)
-    md = schema.metadata or {}
-    # FITS keywords: at most 8 characters
-    out = Table(meta={"CATALOG": md.get(b"spec_vetting.schema", b"").decode(),
-                      "SCHEMAV": md.get(b"spec_vetting.schema_version", b"").decode()})
-    for f in schema:
-        col = table.column(f.name)
-        fm = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
-        mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-        t = f.type
-        if pa.types.is_timestamp(t):
-            text = pc.strftime(col, format="%Y-%m-%dT%H:%M:%S") if len(col) else col.cast(pa.string())
-            values = np.array([v or "" for v in text.to_pylist()], dtype=str if len(col) else "U1")
-            desc = fm.get("description", "") + " (ISO 8601, UTC)"
-            out[f.name] = MaskedColumn(values, mask=mask, description=desc)
-            continue
-        if pa.types.is_integer(t):
-            values = col.fill_null(0).to_numpy().astype(t.to_pandas_dtype())
-        elif pa.types.is_floating(t):
-            values = col.fill_null(np.nan).to_numpy()
-        elif pa.types.is_boolean(t):
-            values = col.fill_null(False).to_numpy(zero_copy_only=False)
-        else:
-            values = np.array([v if v is not None else "" for v in col.cast(pa.string()).to_pylist()], dtype=str)
-            if values.dtype.itemsize == 0:
-                values = values.astype("U1")
-        out[f.name] = MaskedColumn(values, mask=mask, unit=fm.get("unit") or None, description=fm.get("description"))
-    return out
-
-
 def export_catalog(root, out: str | os.PathLike, fmt: str, *, current: bool = False, where: str | None = None,
-                   run_id: str | None = None, overwrite: bool = True) -> int:
-    """Write the selected verdict rows to ``out`` in ``fmt``; returns the number of rows."""
+                   run_id: str | None = None, overwrite: bool = True, batch_rows: int = BATCH_ROWS) -> int:
+    """Write the selected verdict rows to ``out`` in ``fmt``; returns the number of rows. ``batch_rows``: rows
+    read at a time (memory is a few batches whatever the row count)."""
     fmt = fmt.lower()
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
     out = Path(out)
-    schema, batches = _batches(root, current, where, run_id)
+    schema, batches = _batches(root, current, where, run_id, batch_rows)
     n = 0
     if fmt == "csv":
         import pyarrow.csv as pcsv
@@ -128,13 +102,16 @@ def export_catalog(root, out: str | os.PathLike, fmt: str, *, current: bool = Fa
                 w.write_table(pa.Table.from_batches([b]).cast(final), row_group_size=1 << 17)
         tmp.unlink()
         return n
-    import warnings
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; pass overwrite=True to replace it")
 
-    from astropy.units import UnitsWarning
+    opened = [batches]
 
-    table = _astropy_table(schema, batches)
-    with warnings.catch_warnings():
-        # VOUnit calls Angstrom deprecated (TOPCAT and astropy read it): the catalog's unit stays as documented
-        warnings.simplefilter("ignore", UnitsWarning)
-        table.write(str(out), format=_ASTROPY_FORMAT[fmt], overwrite=overwrite)
-    return len(table)
+    def scan(columns=None):
+        # the scan opened above serves the full pass; FITS and VOTable first measure the text columns (row count,
+        # longest texts for their headers) in a scan of their own
+        if columns is None and opened:
+            return opened.pop()
+        return _batches(root, current, where, run_id, batch_rows, columns)[1]
+
+    return _STREAMED[fmt](out, schema, scan)
