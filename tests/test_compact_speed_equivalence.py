@@ -65,7 +65,8 @@ def _stage(root, shards: range, done: set[int], legacy: set[int]) -> RunStore:
     return store
 
 
-def _reference(root, table: str, task: str, done: set[str], seen: set[str], pictures: list) -> tuple[pa.Table, list]:
+def _reference(root, table: str, task: str, done: set[str], seen: set[str], pictures: list,
+               flush_every_part: bool = False) -> tuple[pa.Table, list]:
     """The old algorithm: each finished shard's part read alone, run_date/task/_healpix_29 added, PNG bytes moved
     out (first sight of a sha256 keeps the picture); and the row groups its sink made (a group ends after the part
     that fills it, cut into ROW_GROUP-row groups)."""
@@ -93,7 +94,7 @@ def _reference(root, table: str, task: str, done: set[str], seen: set[str], pict
     groups, buffered = [], 0
     for part in parts:
         buffered += part.num_rows
-        if buffered >= ROW_GROUP:
+        if buffered >= ROW_GROUP or (flush_every_part and buffered):
             groups += [ROW_GROUP] * (buffered // ROW_GROUP) + ([buffered % ROW_GROUP] if buffered % ROW_GROUP else [])
             buffered = 0
     groups += [buffered] if buffered else []
@@ -108,14 +109,19 @@ def small_batches(monkeypatch):
     monkeypatch.setattr(compact, "SCAN_FILES", 5)
 
 
-def test_batched_compaction_writes_what_the_per_part_algorithm_writes(tmp_path, small_batches):
+@pytest.mark.parametrize("limit", ["rows", "bytes"])
+def test_batched_compaction_writes_what_the_per_part_algorithm_writes(tmp_path, small_batches, monkeypatch, limit):
+    """``bytes``: a buffer limit of one byte, reached by every part, flushes a row group after each part."""
+    if limit == "bytes":
+        monkeypatch.setattr(compact, "BUFFER_BYTES", 1)
     done = set(range(23)) - {4, 17}
     _stage(tmp_path, range(23), done, legacy={6, 12})
     stats = compact.compact_run(tmp_path, RUN, DATE, {f"s{s:02d}" for s in done})
     seen, pictures = set(), []
     for table in ("verdicts", "turns"):
         for task in ("cv", "wd"):
-            expected, groups = _reference(tmp_path, table, task, {f"s{s:02d}" for s in done}, seen, pictures)
+            expected, groups = _reference(tmp_path, table, task, {f"s{s:02d}" for s in done}, seen, pictures,
+                                          flush_every_part=limit == "bytes")
             [path] = sorted((tmp_path / table / DATE).glob(f"part-{RUN}-{task}-*.parquet"))
             assert path.name == f"part-{RUN}-{task}-0.parquet"
             got = pq.read_table(path)

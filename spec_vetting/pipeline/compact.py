@@ -95,11 +95,14 @@ class _Sink:
     def write_parts(self, table: pa.Table, lengths: list[int]) -> None:
         """The rows of consecutive parts (``lengths``: their row counts), buffered as if they came part by part: a
         row group still ends after the part that fills it, with one slice per row group instead of one per part
-        (the byte limit is checked per slice)."""
+        (the byte limit is checked on each slice; a slice also ends where the batch's mean row size, doubled,
+        says the buffer may reach BUFFER_BYTES, so that near it the slices are single parts again)."""
+        row_bytes = 2 * table.nbytes / max(1, table.num_rows)
         start = rows = 0
         for n in lengths:
             rows += n
-            if self.buffered_rows + rows >= self.row_group_rows:
+            if (self.buffered_rows + rows >= self.row_group_rows
+                    or self.buffered_bytes + rows * row_bytes >= BUFFER_BYTES):
                 self.write(table.slice(start, rows))
                 start, rows = start + rows, 0
         if rows:
@@ -172,27 +175,33 @@ class _Pictures:
         self.meta = {"run_id": run_id, "run_date": run_date}
         self.sink = _Sink(root / PICTURES_DIR / run_date, f"part-{run_id}", PICTURES_SCHEMA, row_group_rows=1024)
 
-    def take(self, table: pa.Table) -> pa.Table:
+    def take_parts(self, table: pa.Table, counts: list[int]) -> pa.Table:
+        """``table`` (the rows of consecutive parts, ``counts`` rows each) without PNG bytes, sha256 filled in; the
+        pictures not seen before go to the sink as if part by part (its row groups as when parts came alone)."""
         images = table.column("image_png")
         if images.null_count == len(images):
             return table
         shas = table.column("picture_sha256").to_pylist()
-        new_sha, new_png = [], []
-        for k, png in enumerate(images.to_pylist()):
-            if png is None:
-                continue
-            if shas[k] is None:
-                shas[k] = hashlib.sha256(png).hexdigest()
-            if shas[k] not in self.seen:
-                self.seen.add(shas[k])
-                new_sha.append(shas[k])
-                new_png.append(png)
+        new_sha, new_png, new_counts = [], [], []
+        pngs = iter(enumerate(images.to_pylist()))
+        for count in counts:
+            before = len(new_sha)
+            for k, png in itertools.islice(pngs, count):
+                if png is None:
+                    continue
+                if shas[k] is None:
+                    shas[k] = hashlib.sha256(png).hexdigest()
+                if shas[k] not in self.seen:
+                    self.seen.add(shas[k])
+                    new_sha.append(shas[k])
+                    new_png.append(png)
+            new_counts.append(len(new_sha) - before)
         if new_sha:
             n = len(new_sha)
-            self.sink.write(pa.Table.from_arrays(
+            self.sink.write_parts(pa.Table.from_arrays(
                 [pa.array(new_sha, pa.string()), pa.array(new_png, pa.binary()),
                  pa.array([self.meta["run_date"]] * n, pa.string()), pa.array([self.meta["run_id"]] * n, pa.string())],
-                schema=PICTURES_SCHEMA))
+                schema=PICTURES_SCHEMA), new_counts)
         i = table.schema.get_field_index("image_png")
         table = table.set_column(i, table.schema.field(i), pa.nulls(table.num_rows, pa.binary()))
         j = table.schema.get_field_index("picture_sha256")
@@ -269,11 +278,8 @@ def _compact(con, root: Path, run_id: str, run_date: str, done, parts, target_by
                     t = _conform(batch, out_schema, constants)
                     if table == "verdicts":
                         sink.write_parts(_add_healpix(t), counts)
-                    elif t.column("image_png").null_count < t.num_rows:  # pictures' row groups as before too
-                        for start, n in zip(itertools.accumulate([0, *counts[:-1]]), counts, strict=True):
-                            sink.write(pictures.take(t.slice(start, n)))
                     else:
-                        sink.write_parts(t, counts)
+                        sink.write_parts(pictures.take_parts(t, counts), counts)
                 written[table] += sink.close()
                 rows[table] += sink.rows
             except BaseException:
