@@ -12,12 +12,17 @@ Rewriting is idempotent: the output names are a function of (run_id, task, k); a
 it compacted before (of shards still marked done and not staged again) with the newly staged parts and replaces
 the earlier files, so the run ends with exactly one row per pair of its finished shards. The staged parts are
 removed once the run is finished.
+
+The parts are read in batches, not one by one: one DuckDB scan of their footers gives the longest text of each
+column (the output schema needs it before the first row), then DuckDB scans of a few hundred parts at a time give
+their rows in order; the sink still sees them part by part, so the files are what reading each part gave.
 :func:`compact_root` (``spec-vet catalog compact ROOT``) rewrites the per-shard hive files of older roots.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 from collections import defaultdict
@@ -65,10 +70,10 @@ def parquet_write_options(schema: pa.Schema) -> dict:
 class _Sink:
     """Buffered Parquet output rolling over to a new file every ``target_bytes``; files written atomically."""
 
-    def __init__(self, folder: Path, stem: str, schema: pa.Schema, row_group_rows=ROW_GROUP_ROWS,
-                 target_bytes=TARGET_BYTES):
+    def __init__(self, folder: Path, stem: str, schema: pa.Schema, row_group_rows=None, target_bytes=TARGET_BYTES):
         self.folder, self.stem, self.schema = folder, stem, schema
-        self.row_group_rows, self.target_bytes = row_group_rows, target_bytes
+        # the module's value when not given, read now (not at import) so that a test can make row groups small
+        self.row_group_rows, self.target_bytes = row_group_rows or ROW_GROUP_ROWS, target_bytes
         self.buffer: list[pa.Table] = []
         self.buffered_rows = self.buffered_bytes = 0
         self.writer: pq.ParquetWriter | None = None
@@ -86,6 +91,22 @@ class _Sink:
         self.buffered_bytes += table.nbytes
         if self.buffered_rows >= self.row_group_rows or self.buffered_bytes >= BUFFER_BYTES:
             self._flush()
+
+    def write_parts(self, table: pa.Table, lengths: list[int]) -> None:
+        """The rows of consecutive parts (``lengths``: their row counts), buffered as if they came part by part: a
+        row group still ends after the part that fills it, with one slice per row group instead of one per part
+        (the byte limit is checked on each slice; a slice also ends where the batch's mean row size, doubled,
+        says the buffer may reach BUFFER_BYTES, so that near it the slices are single parts again)."""
+        row_bytes = 2 * table.nbytes / max(1, table.num_rows)
+        start = rows = 0
+        for n in lengths:
+            rows += n
+            if (self.buffered_rows + rows >= self.row_group_rows
+                    or self.buffered_bytes + rows * row_bytes >= BUFFER_BYTES):
+                self.write(table.slice(start, rows))
+                start, rows = start + rows, 0
+        if rows:
+            self.write(table.slice(start, rows))
 
     def _flush(self) -> None:
         if not self.buffer:
@@ -154,27 +175,33 @@ class _Pictures:
         self.meta = {"run_id": run_id, "run_date": run_date}
         self.sink = _Sink(root / PICTURES_DIR / run_date, f"part-{run_id}", PICTURES_SCHEMA, row_group_rows=1024)
 
-    def take(self, table: pa.Table) -> pa.Table:
+    def take_parts(self, table: pa.Table, counts: list[int]) -> pa.Table:
+        """``table`` (the rows of consecutive parts, ``counts`` rows each) without PNG bytes, sha256 filled in; the
+        pictures not seen before go to the sink as if part by part (its row groups as when parts came alone)."""
         images = table.column("image_png")
         if images.null_count == len(images):
             return table
         shas = table.column("picture_sha256").to_pylist()
-        new_sha, new_png = [], []
-        for k, png in enumerate(images.to_pylist()):
-            if png is None:
-                continue
-            if shas[k] is None:
-                shas[k] = hashlib.sha256(png).hexdigest()
-            if shas[k] not in self.seen:
-                self.seen.add(shas[k])
-                new_sha.append(shas[k])
-                new_png.append(png)
+        new_sha, new_png, new_counts = [], [], []
+        pngs = iter(enumerate(images.to_pylist()))
+        for count in counts:
+            before = len(new_sha)
+            for k, png in itertools.islice(pngs, count):
+                if png is None:
+                    continue
+                if shas[k] is None:
+                    shas[k] = hashlib.sha256(png).hexdigest()
+                if shas[k] not in self.seen:
+                    self.seen.add(shas[k])
+                    new_sha.append(shas[k])
+                    new_png.append(png)
+            new_counts.append(len(new_sha) - before)
         if new_sha:
             n = len(new_sha)
-            self.sink.write(pa.Table.from_arrays(
+            self.sink.write_parts(pa.Table.from_arrays(
                 [pa.array(new_sha, pa.string()), pa.array(new_png, pa.binary()),
                  pa.array([self.meta["run_date"]] * n, pa.string()), pa.array([self.meta["run_id"]] * n, pa.string())],
-                schema=PICTURES_SCHEMA))
+                schema=PICTURES_SCHEMA), new_counts)
         i = table.schema.get_field_index("image_png")
         table = table.set_column(i, table.schema.field(i), pa.nulls(table.num_rows, pa.binary()))
         j = table.schema.get_field_index("picture_sha256")
@@ -207,8 +234,15 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
     Returns {"files": {table: n}, "rows": {table: n}}. Older outputs of this run that are not rewritten (tasks or
     file numbers no longer present) are removed; pre-2.0 hive files of the run are removed once rewritten.
     """
+    import duckdb
+
     root = Path(root)
     parts = staged_parts(root, run_id, run_date, done)
+    with duckdb.connect() as con:  # one connection: opening one costs tens of ms
+        return _compact(con, root, run_id, run_date, done, parts, target_bytes)
+
+
+def _compact(con, root: Path, run_id: str, run_date: str, done, parts, target_bytes: int) -> dict:
     pictures = _Pictures(root, run_id, run_date)
     written: dict[str, list[Path]] = {t: [] for t in TABLES}
     rows = {t: 0 for t in TABLES}
@@ -225,7 +259,8 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
         for task in sorted(tasks):
             files = parts[table].get(task, [])
             restaged = pa.array(sorted({_shard_of(p, run_id) for p in files}), pa.string())
-            lengths = _column_lengths(table, task, run_date, earlier, files)
+            footers = _Footers(con, files)
+            lengths = _column_lengths(table, task, run_date, earlier, files, footers)
             out_schema = with_reader_metadata(schema, lengths)
             sink = _Sink(root / table / run_date, f"part-{run_id}-{task}", out_schema, target_bytes=target_bytes)
             try:
@@ -236,13 +271,15 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
                         flt = flt & pc.field("shard_id").isin(pa.array(sorted(done), pa.string()))
                     for batch in earlier_ds.to_batches(filter=flt, batch_size=1 << 16):
                         sink.write(pa.Table.from_batches([batch]).cast(out_schema))
-                for path in files:
-                    t = _conform(pq.read_table(path), out_schema, {"run_date": run_date, "task": task})
+                constants = {"run_date": run_date, "task": task}
+                # conformed, indexed and stripped of PNG bytes per batch of parts, not per part (the cost was the
+                # Python around each small part); written into the sink as if part by part
+                for batch, counts in _part_batches(con, files, footers):
+                    t = _conform(batch, out_schema, constants)
                     if table == "verdicts":
-                        t = _add_healpix(t)
+                        sink.write_parts(_add_healpix(t), counts)
                     else:
-                        t = pictures.take(t)
-                    sink.write(t)
+                        sink.write_parts(pictures.take_parts(t, counts), counts)
                 written[table] += sink.close()
                 rows[table] += sink.rows
             except BaseException:
@@ -254,22 +291,87 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
     return {"files": {t: len(v) for t, v in written.items()} | {"pictures": len(written_pictures)}, "rows": rows}
 
 
-def _column_lengths(table: str, task: str, run_date: str, earlier: list[Path], files: list[Path]) -> dict[str, int]:
-    """First pass of a compaction: the longest text of each column (astropy's Table.read needs it in the schema)."""
+def _column_lengths(table: str, task: str, run_date: str, earlier: list[Path], files: list[Path],
+                   footers: _Footers) -> dict[str, int]:
+    """The longest text of each column (astropy's Table.read needs it in the schema, so it is known before the
+    first row is written): from the footers, and from the data of an older root's parts that have none."""
     lengths: dict[str, int] = {}
     for p in earlier:
         lengths_in(pq.read_schema(p), lengths)
+    for k, v in footers.lengths.items():
+        lengths[k] = max(lengths.get(k, 1), v)
     text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
                  (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
     for path in files:
-        known = lengths_in(pq.read_schema(path))
-        if known:  # written by this version's shards
-            for k, v in known.items():
-                lengths[k] = max(lengths.get(k, 1), v)
-        else:  # an older root's part
+        if path not in footers.versions:  # an older root's part
             text_lengths(pq.read_table(path, columns=text_cols), lengths)
     lengths.update(run_date=len(run_date), task=max(1, len(task)))
     return lengths
+
+
+#: a part's footer key naming the schema version it was written with: parts of one version have one set of columns
+_VERSION = "spec_vetting.schema_version"
+#: parts read by one scan: bounded in number and in bytes on disk (PNG bytes do not compress), to bound memory and
+#: how far past BUFFER_BYTES a row group can grow (the byte limit is checked per slice of a scan)
+SCAN_FILES = 512
+SCAN_BYTES = 32 << 20
+
+
+class _Footers:
+    """What the parts' footers say (the schema metadata pyarrow wrote), read in one DuckDB scan of the footers:
+    ``versions`` (path -> schema version, of parts that carry lengths) and ``lengths``, the longest text of each
+    column over them (:func:`spec_vetting.pipeline.store.write_parquet_atomic` puts it there)."""
+
+    def __init__(self, con, files: list[Path]):
+        self.versions: dict[Path, str | None] = {}
+        self.lengths: dict[str, int] = {}
+        if not files:
+            return
+        by_name = {str(p): p for p in files}
+        con.execute("CREATE OR REPLACE TEMP TABLE kv AS SELECT file_name, decode(key) AS k, decode(value) AS v "
+                    "FROM parquet_kv_metadata(?) WHERE starts_with(decode(key), 'table::len::') OR decode(key) = ?",
+                    [list(by_name), _VERSION])
+        with_lengths = con.execute("SELECT file_name, max(v) FILTER (k = ?) FROM kv GROUP BY file_name "
+                                   "HAVING count(*) FILTER (k != ?) > 0", [_VERSION, _VERSION]).fetchall()
+        self.versions = {by_name[name]: version for name, version in with_lengths}
+        longest = con.execute("SELECT k[13:], max(CAST(v AS BIGINT)) FROM kv WHERE k != ? GROUP BY k",
+                              [_VERSION]).fetchall()
+        self.lengths = {k: max(1, int(v)) for k, v in longest}
+
+
+def _part_batches(con, files: list[Path], footers: _Footers):
+    """The parts' rows, in the order of ``files``, as a few large tables, each with its parts' row counts.
+
+    Consecutive parts written with one schema version are scanned together (DuckDB reads many small Parquet files
+    several times faster than pyarrow reads them one by one); a part without a version or lengths (an older root's)
+    is read alone, with its own columns."""
+    group: list[Path] = []
+    group_bytes = 0
+    for path in files:
+        version = footers.versions.get(path)
+        if group and (version != footers.versions[group[0]] or len(group) >= SCAN_FILES or group_bytes >= SCAN_BYTES):
+            yield _scan(con, group)
+            group, group_bytes = [], 0
+        if version is None:
+            t = pq.read_table(path)
+            yield t, [t.num_rows]
+        else:
+            group.append(path)
+            group_bytes += path.stat().st_size
+    if group:
+        yield _scan(con, group)
+
+
+def _scan(con, files: list[Path]) -> tuple[pa.Table, list[int]]:
+    """``files`` (all with the same columns) read in one DuckDB scan; its rows keep the order of the files (DuckDB
+    preserves insertion order) and of the rows in each file (a part's rows start where file_row_number is 0)."""
+    rel = con.sql("SELECT * FROM read_parquet($files, hive_partitioning = false, file_row_number = true)",
+                  params={"files": [str(p) for p in files]})
+    table = rel.to_arrow_table() if hasattr(rel, "to_arrow_table") else rel.fetch_arrow_table()
+    row_number = table.column("file_row_number")
+    starts = pc.indices_nonzero(pc.equal(row_number, 0)).to_pylist() + [table.num_rows]
+    table = table.drop_columns(["file_row_number"])
+    return table, [b - a for a, b in zip(starts[:-1], starts[1:], strict=True)]
 
 
 def _remove_stale_outputs(root: Path, run_id: str, run_date: str, keep: set[Path]) -> None:
