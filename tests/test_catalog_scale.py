@@ -118,6 +118,35 @@ def test_exact_ids_through_pandas(real_root):
     assert {"task", "run_date", "_healpix_29"} <= set(Table.read(f).colnames)
 
 
+def test_exact_ids_through_polars_and_duckdb(tmp_path):
+    """The README's polars and DuckDB recipes give every id back exactly (int64 with nulls, no float), on an
+    older root compacted by `spec-vet catalog compact` (its files lack columns added since, e.g. recovered_verdict:
+    measuring their text lengths once failed with ArrowInvalid)."""
+    import duckdb
+    import polars as pl
+    from test_eval_support import verdict_row, write_catalog
+
+    from spec_vetting.pipeline.compact import compact_root
+
+    big = 39627866878511337  # a DESI TARGETID: float64 would make it ...336
+    rows = [verdict_row("desi", "cv", "YES", targetid=big, obsid=None, fiberid=None, survey="desi"),
+            verdict_row("lamost", "cv", "NO", targetid=None, obsid=2**62 + 1),
+            verdict_row("nopos", "cv", "NO", targetid=big + 2, ra=None, dec=None)]
+    root = write_catalog(tmp_path / "cat", rows)
+    compact_root(root)
+    ids = ("obsid", "targetid", "fiberid", "_healpix_29")
+    want = {r["candidate_id"]: {c: r[c] for c in ids} for r in read_current(root).to_pylist()}
+    assert want["desi"]["targetid"] == big and want["lamost"]["obsid"] == 2**62 + 1
+    assert want["nopos"]["_healpix_29"] is None and want["desi"]["_healpix_29"] is not None
+    df = pl.scan_parquet(f"{root}/current/*.parquet").collect()
+    assert all(df.schema[c] == pl.Int64 for c in ids)
+    assert {r["candidate_id"]: {c: r[c] for c in ids} for r in df.iter_rows(named=True)} == want
+    got = duckdb.sql(f"SELECT candidate_id, {', '.join(ids)} FROM '{root}/current/*.parquet'").fetchall()
+    assert {r[0]: dict(zip(ids, r[1:], strict=True)) for r in got} == want
+    night = pl.scan_parquet(f"{root}/verdicts/*/*.parquet").filter(pl.col("task") == "cv").collect()
+    assert sorted(night["targetid"].drop_nulls().to_list()) == [big, big + 2]
+
+
 def test_healpix_29_matches_cdshealpix_and_nulls_without_position():
     import numpy as np
     from astropy import units as u

@@ -303,8 +303,9 @@ def _column_lengths(table: str, task: str, run_date: str, earlier: list[Path], f
     text_cols = [f.name for f in table_schema(table) if f.name != "image_png" and
                  (pa.types.is_string(f.type) or pa.types.is_binary(f.type))]
     for path in files:
-        if path not in footers.versions:  # an older root's part
-            text_lengths(pq.read_table(path, columns=text_cols), lengths)
+        if path not in footers.versions:  # an older root's part, which may lack columns added since
+            present = set(pq.read_schema(path).names)
+            text_lengths(pq.read_table(path, columns=[c for c in text_cols if c in present]), lengths)
     lengths.update(run_date=len(run_date), task=max(1, len(task)))
     return lengths
 
