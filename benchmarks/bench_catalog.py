@@ -165,6 +165,8 @@ def measure(root: Path, tasks: list[str], n: int, env: dict, tmp: Path, suffix=N
                                            []), env)
     res["export_current_parquet"] = _measured(
         _cli(["catalog", "export", r, "--current", "--format", "parquet", "-o", str(tmp / "cur.parquet")], []), env)
+    res["export_current_fits"] = _measured(
+        _cli(["catalog", "export", r, "--current", "--format", "fits", "-o", str(tmp / "cur.fits")], []), env)
     # the next night: these candidates plus 10 % new ones
     ids = f"[f'b-{{i:07d}}' for i in range({int(n * 1.1)})]"
     if suffix is not None:  # the scaled root: candidate ids b-<i>-r<k>
