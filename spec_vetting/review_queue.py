@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .catalog.read import dataset, resolve_run_id
+from .catalog.read import dataset, resolve_run_id, scan_batches
 from .catalog.sorted_stream import sorted_batches
 from .confidence import (
     _LISTED_ORDER,
@@ -81,7 +81,7 @@ def scan_run(root, run_id: str | None, columns: list[str], *, threshold: float =
     schema = pa.schema([full.field(c) for c in [*wanted, REASONS, URGENCY, CONFIDENCE]])
 
     def batches():
-        for batch in data.to_batches(columns=read, filter=flt, batch_size=SCAN_ROWS):
+        for batch in scan_batches(data, columns=read, filter=flt, batch_size=SCAN_ROWS):
             if not batch.num_rows:
                 continue
             scan.total += batch.num_rows

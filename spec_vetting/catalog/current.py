@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .read import dataset, list_runs
+from .read import dataset, list_runs, parquet_dataset, scan_batches
 from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
 
 #: a non-ERROR verdict outranks any ERROR, then the later run wins, then (same run) the new attempt's row
@@ -60,11 +59,9 @@ def _write_atomic(path: Path, schema: pa.Schema, batches) -> int:
 
 def _merged_batches(verdicts, old, flt, keep):
     """The run's rows of ``keep`` (matching ``flt``), then the old view's rows of every other candidate."""
-    for b in verdicts.to_batches(filter=flt & pc.field("candidate_id").isin(keep), batch_size=1 << 16):
-        yield b
+    yield from scan_batches(verdicts, filter=flt & pc.field("candidate_id").isin(keep))
     if old is not None:
-        for b in old.to_batches(filter=~pc.field("candidate_id").isin(keep), batch_size=1 << 16):
-            yield b
+        yield from scan_batches(old, filter=~pc.field("candidate_id").isin(keep))
 
 
 def update_current(root, run_id: str) -> dict[str, int]:
@@ -83,7 +80,7 @@ def update_current(root, run_id: str) -> dict[str, int]:
         new_k = verdicts.to_table(columns=["candidate_id", "verdict", "run_id"], filter=flt)
         new_k = pa.table({"candidate_id": new_k.column("candidate_id"), "p_new": _priority(new_k, ranks, 1)})
         path = root / CURRENT_DIR / f"{task}.parquet"
-        old = ds.dataset(str(path), format="parquet", schema=schema) if path.is_file() else None
+        old = parquet_dataset(str(path), schema=schema) if path.is_file() else None
         if old is not None:
             old_k = old.to_table(columns=["candidate_id", "verdict", "run_id"])
             old_k = pa.table({"candidate_id": old_k.column("candidate_id"), "p_old": _priority(old_k, ranks, 0)})

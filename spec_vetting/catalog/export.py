@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import CatalogReadError
 from .astropy_stream import write_ecsv, write_fits, write_votable
-from .read import dataset
+from .read import dataset, parquet_dataset, scan_batches
 from .schema import CURRENT_DIR, file_schema, text_lengths, with_reader_metadata
 
 FORMATS = ("fits", "votable", "ecsv", "csv", "parquet")
@@ -44,7 +44,7 @@ def _batches(root, current: bool, where: str | None, run_id: str | None, batch_r
     names = [f.name for f in keep]
     if not where:
         flt = (pc.field("run_id") == run_id) if run_id else None
-        return out_schema, data.to_batches(columns=names, filter=flt, batch_size=batch_rows)
+        return out_schema, scan_batches(data, columns=names, filter=flt, batch_size=batch_rows)
     import duckdb
 
     con = duckdb.connect()
@@ -98,7 +98,7 @@ def export_catalog(root, out: str | os.PathLike, fmt: str, *, current: bool = Fa
                 n += b.num_rows
         final = with_reader_metadata(schema, lengths)
         with pq.ParquetWriter(str(out), final, compression="zstd") as w:
-            for b in pq.ParquetFile(str(tmp)).iter_batches(batch_size=1 << 16):
+            for b in scan_batches(parquet_dataset(str(tmp))):
                 w.write_table(pa.Table.from_batches([b]).cast(final), row_group_size=1 << 17)
         tmp.unlink()
         return n

@@ -40,6 +40,24 @@ def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[st
     return new, old
 
 
+def parquet_dataset(source, **options) -> ds.Dataset:
+    """``ds.dataset(source, format="parquet", **options)`` that streams: no pre-buffering of column chunks
+    (pyarrow keeps a file's pre-buffered ranges until the file is done, so memory grew with a compacted file's
+    size: 0.7 GB scanning 400k verdict rows, 1.2 GB at 800k)."""
+    fmt = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
+    return ds.dataset(source, format=fmt, **options)
+
+
+def scan_batches(data: ds.Dataset, *, columns=None, filter=None, batch_size: int = 1 << 16):
+    """The batches of ``data.to_batches(columns=, filter=)``, one Parquet row group at a time. A scan of the whole
+    dataset decodes row groups ahead of a slow consumer (a writer) until the file is done, whatever its read-ahead
+    settings: 440 MB held while writing out an 800k-row file, against 50 MB a row group at a time."""
+    for fragment in data.get_fragments(filter=filter):
+        for row_group in fragment.split_by_row_group(filter, schema=data.schema):
+            yield from row_group.to_batches(schema=data.schema, columns=columns, filter=filter,
+                                            batch_size=batch_size)
+
+
 def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
     """``table`` (verdicts, turns or current) under ``root`` as one Arrow dataset with :func:`file_schema`'s columns,
     whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none."""
@@ -47,9 +65,9 @@ def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
     new, old = table_files(root, table)
     parts = []
     if new:
-        parts.append(ds.dataset(new, format="parquet", schema=schema))
+        parts.append(parquet_dataset(new, schema=schema))
     if old:
-        parts.append(ds.dataset(old, format="parquet", schema=schema, partition_base_dir=str(Path(root) / table),
+        parts.append(parquet_dataset(old, schema=schema, partition_base_dir=str(Path(root) / table),
                                 partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive")))
     if not parts:
         return None
@@ -103,7 +121,7 @@ def count_by(root: str | os.PathLike, table: str, keys: list[str], filter=None) 
     out: dict[tuple, int] = {}
     if data is None:
         return out
-    for batch in data.to_batches(columns=keys, filter=filter, batch_size=1 << 17):
+    for batch in scan_batches(data, columns=keys, filter=filter, batch_size=1 << 17):
         if batch.num_rows == 0:
             continue
         grouped = pa.Table.from_batches([batch]).group_by(keys, use_threads=False).aggregate([([], "count_all")])

@@ -30,12 +30,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from ..catalog.current import rebuild_current, update_current
 from ..catalog.healpix import healpix29_array
-from ..catalog.read import list_runs, read_manifest
+from ..catalog.read import list_runs, parquet_dataset, read_manifest
 from ..catalog.schema import (
     PICTURES_DIR,
     PICTURES_SCHEMA,
@@ -251,7 +250,7 @@ def _compact(con, root: Path, run_id: str, run_date: str, done, parts, target_by
         # rows this run compacted before (an earlier attempt) of finished shards that are not staged again
         date_dir = root / table / run_date
         earlier = sorted(date_dir.glob(f"part-{run_id}-*.parquet")) if date_dir.is_dir() else []
-        earlier_ds = ds.dataset([str(p) for p in earlier], format="parquet", schema=schema) if earlier else None
+        earlier_ds = parquet_dataset([str(p) for p in earlier], schema=schema) if earlier else None
         tasks = set(parts[table])
         if earlier_ds is not None:
             tasks |= set(pc.unique(earlier_ds.to_table(columns=["task"], filter=pc.field("run_id") == run_id)
@@ -269,6 +268,9 @@ def _compact(con, root: Path, run_id: str, run_date: str, done, parts, target_by
                     flt = flt & ~pc.field("shard_id").isin(restaged)
                     if done is not None:
                         flt = flt & pc.field("shard_id").isin(pa.array(sorted(done), pa.string()))
+                    # not catalog.read.scan_batches: that reopens a file per row group, and the sink may have
+                    # replaced an earlier file of the same name meanwhile (the rollover-on-resume test caught it);
+                    # the dataset scan opens its files ahead of the sink's first rename
                     for batch in earlier_ds.to_batches(filter=flt, batch_size=1 << 16):
                         sink.write(pa.Table.from_batches([batch]).cast(out_schema))
                 constants = {"run_date": run_date, "task": task}
