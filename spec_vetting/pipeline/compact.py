@@ -269,8 +269,9 @@ def _compact(con, root: Path, run_id: str, run_date: str, done, parts, target_by
                     if done is not None:
                         flt = flt & pc.field("shard_id").isin(pa.array(sorted(done), pa.string()))
                     # not catalog.read.scan_batches: that reopens a file per row group, and the sink may have
-                    # replaced an earlier file of the same name meanwhile (the rollover-on-resume test caught it);
-                    # the dataset scan opens its files ahead of the sink's first rename
+                    # replaced an earlier file of the same name meanwhile (the rollover-on-resume test caught it).
+                    # The dataset scan, as before, holds its files open ahead of the sink; a run with more earlier
+                    # files per task than its fragment read-ahead (4) and a rollover could still meet this
                     for batch in earlier_ds.to_batches(filter=flt, batch_size=1 << 16):
                         sink.write(pa.Table.from_batches([batch]).cast(out_schema))
                 constants = {"run_date": run_date, "task": task}
