@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .catalog.read import dataset, resolve_run_id, scan_batches
+from .catalog.labels import canonical_task
+from .catalog.read import count_by, dataset, resolve_run_id, scan_batches
 from .catalog.sorted_stream import sorted_batches
 from .confidence import (
     _LISTED_ORDER,
@@ -25,6 +26,7 @@ from .confidence import (
     review_flags,
     review_urgency,
 )
+from .errors import CatalogReadError
 
 #: rows per scanned batch
 SCAN_ROWS = 1 << 16
@@ -74,7 +76,12 @@ def scan_run(root, run_id: str | None, columns: list[str], *, threshold: float =
     read = list(dict.fromkeys([*wanted, *(c for c in REVIEW_COLUMNS if c in data.schema.names)]))
     flt = pc.field("run_id") == run_id
     if tasks:
-        flt = flt & pc.field("task").isin(pa.array(list(tasks), pa.string()))
+        tasks = sorted({canonical_task(t) for t in tasks})
+        flt = flt & pc.field("task").isin(pa.array(tasks, pa.string()))
+        if data.count_rows(filter=flt) == 0:
+            present = sorted(k[0] for k in count_by(root, "verdicts", ["task"], filter=pc.field("run_id") == run_id))
+            raise CatalogReadError(f"{root}: run {run_id} has no verdicts of task {', '.join(tasks)}; its tasks: "
+                                   f"{', '.join(present)}")
     scan = Scan(run_id=run_id)
     empty = pa.RecordBatch.from_pylist([], schema=pa.schema([data.schema.field(c) for c in read]))
     full = flagged(empty, threshold)[0].schema

@@ -149,6 +149,10 @@ def test_report_keeps_the_most_urgent_and_says_how_many_it_left_out(tmp_path, mo
     assert "and 3 part files beside it" in res.output  # 15 candidates, 4 per file
     page = (tmp_path / "page" / "part-004.html").read_text(encoding="utf-8")
     assert "more verdicts of this selection are not on this page" in page
+    alias = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "c"), "--task", "cs"])
+    assert alias.exit_code == 0 and "carbon" in (tmp_path / "c" / "index.html").read_text(encoding="utf-8")
+    res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "none"), "--task", "gm"])
+    assert res.exit_code == 1 and "has no verdicts of task gm; its tasks: carbon, cv, wd" in res.output
 
 
 def test_report_files_each_hold_their_own_slice_of_the_run(tmp_path, monkeypatch):
