@@ -33,8 +33,9 @@ import pyarrow.compute as pc
 
 from ..errors import CatalogReadError
 
-#: upper bound of one chunk's fixed-width arrays (numpy unicode text takes 4 bytes a character)
-CHUNK_BYTES = 64 << 20
+#: upper bound of one chunk's fixed-width arrays (numpy unicode text takes 4 bytes a character); the peak follows it:
+#: a VOTable of 400k rows peaked at 1023 MB with 64 MB chunks, 672 MB with 16 MB, in the same time
+CHUNK_BYTES = 16 << 20
 _FITS_BLOCK = 2880
 _ISO = "%Y-%m-%dT%H:%M:%S"
 
