@@ -99,15 +99,20 @@ def _job(root: Path, tasks: list[str], **kw):
 
 
 def _measured(code: str, env: dict) -> dict:
-    """Run ``code`` (Python) in a fresh process; its wall time and peak RSS (MB), plus what it prints as JSON."""
+    """Run ``code`` (Python) in a fresh process; its wall time and peak RSS (MB), plus what it prints as JSON; a
+    failure is recorded as {"error": ...} and the other measurements go on."""
     wrapper = (
         "import json, resource, time\n_t0 = time.perf_counter()\n_out = {}\n" + code +
         "\n_out.update(wall_s=round(time.perf_counter() - _t0, 3), "
         "rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))\nprint(json.dumps(_out))\n"
     )
-    r = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True, timeout=3600)
+    try:
+        r = subprocess.run([sys.executable, "-c", wrapper], env=env, capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 3600 s"}
     if r.returncode != 0:
-        raise RuntimeError(r.stderr[-3000:])
+        print(r.stderr[-3000:], file=sys.stderr)
+        return {"error": r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f"exit {r.returncode}"}
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
@@ -257,6 +262,8 @@ def main() -> None:
         "catalog_files_per_run": layout["verdicts"]["files"] + layout["turns"]["files"],
         "bytes_per_inspection": {t: round(layout[t]["bytes"] / n_insp, 1) for t in ("verdicts", "turns", "current")},
     }
+    if args.json:  # the run's numbers are kept even if a measurement below fails
+        Path(args.json).write_text(json.dumps(res, indent=2) + "\n")
     res["measured"] = measure(root, tasks, args.n, env, tmp)
     res["baseline_process"] = _measured("import spec_vetting.cli, pyarrow.dataset, duckdb\n", env)
     if args.scale_to and args.scale_to > args.n:
