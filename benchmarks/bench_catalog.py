@@ -1,20 +1,25 @@
 """The catalog at survey scale: files, bytes, run cost and query times of one night, extrapolated.
 
 N candidates x T tasks through the pipeline's `run_job` (what `spec-vet run` calls; threads LocalCluster, one
-worker) with the scripted engine (one zoom, then the answer), pictures replaced by a constant PNG (rendering is
+worker, shards of 100 pairs) with a scripted engine (one zoom, then an answer whose verdict and p_yes vary per pair
+as a model's would, 1 % failed requests: :func:`varied_reply`), pictures replaced by a constant PNG (rendering is
 benchmarked in bench_render.py; pictures are stored by reference, so the catalog's bytes do not depend on them),
-spectra in memory (inline candidates with ra/dec and labels). Then, each in a fresh process (time and peak RSS):
-`spec-vet catalog summary`, `spec-vet eval --json`, the incremental start (which of the next night's pairs are
-vetted: N + 10 % new candidates), `spec-vet review-queue`, `spec-vet catalog export --current --format parquet`,
-and three DuckDB queries over the compacted files (count by task; YES rows of one task with ra/dec; one
-candidate's turns), plus the same count over current/.
+spectra in memory (inline candidates with ra/dec and labels). Then, each in a fresh process (wall time and the
+process's own peak RSS, VmHWM): `spec-vet catalog summary`, `eval --json`, `review-queue` (and at threshold 1.0,
+which queues nearly every row), `report`, `export verl` (and `export sft` up to 50k candidates), `catalog export
+--current` as Parquet and FITS, the incremental start (which of the next night's pairs are vetted: N + 10 % new
+candidates), and three DuckDB queries over the compacted files (count by task; YES rows of one task with ra/dec;
+one candidate's turns), plus the same count over current/.
 
-    /work/venvs/scale/bin/python benchmarks/bench_catalog.py [--n 4000] [--tasks 5] [--json out.json]
-    /work/venvs/scale/bin/python benchmarks/bench_catalog.py --full   # 200k candidates x 5 tasks (hours on 2 cores)
+    PYTHONPATH=. python benchmarks/bench_catalog.py [--n 4000] [--tasks 5] [--scale-to 0] [--root DIR] [--json F]
+    PYTHONPATH=. python benchmarks/bench_catalog.py --full --scale-to 0 --root DIR  # 200k x 5: ~50 min, 2 cores
+    PYTHONPATH=. python benchmarks/bench_catalog.py --measure DIR/cat --n 200000   # the readers again, on a kept root
 
-Extrapolation to 1M x 5 per night: bytes and CPU linear in rows; files per run are 2 x tasks (+ current/, one per
-task) whatever the row count; query times scaled linearly by rows from the measured ones (conservative: DuckDB's
-scans are sub-linear at these sizes because the fixed cost per file dominates).
+``--scale-to M`` also copies the night's files to M candidates (new ids, same layout) and measures the readers
+there, a cheap stand-in for a big night. Extrapolation to 1M x 5 per night: bytes and CPU linear in rows; files per
+run are 2 x tasks (+ current/, one per task) whatever the row count; query times scaled linearly by rows from the
+measured ones (conservative: DuckDB's scans are sub-linear at these sizes because the fixed cost per file
+dominates).
 """
 
 from __future__ import annotations
