@@ -115,6 +115,24 @@ REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes")
 NOT_QUEUED = len(REVIEW_REASONS)
 
 
+def _column(table, name: str, type_):
+    """``table``'s column ``name`` as ``type_``; all null when the table has no such column."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if name not in table.schema.names:
+        return pa.nulls(table.num_rows, type_)
+    col = table.column(name)
+    return col if col.type == type_ else pc.cast(col, type_)
+
+
+def _usable_mask(p):
+    """Where p_yes is a probability (finite, in [0, 1]): the Arrow form of :func:`_usable_p`."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.and_(pc.is_finite(p), pc.and_(pc.greater_equal(p, 0.0), pc.less_equal(p, 1.0))), False)
+
+
 def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
     """Reason -> boolean array over the rows of ``table`` (an Arrow table or record batch with the columns of
     REVIEW_COLUMNS; a missing column counts as null), in listing order: whether each row is in the review queue
@@ -123,20 +141,16 @@ def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
     import pyarrow.compute as pc
 
     _check_threshold(threshold)
-    n = table.num_rows
-
-    def column(name, type_):
-        if name not in table.schema.names:
-            return pa.nulls(n, type_)
-        col = table.column(name)
-        return col if col.type == type_ else pc.cast(col, type_)
 
     def true(mask):
         return pc.fill_null(mask, False)
 
+    def column(name, type_):
+        return _column(table, name, type_)
+
     verdict = column("verdict", pa.string())
     p = column("p_yes", pa.float64())
-    usable = true(pc.and_(pc.is_finite(p), pc.and_(pc.greater_equal(p, 0.0), pc.less_equal(p, 1.0))))
+    usable = _usable_mask(p)
     yes, no = true(pc.equal(verdict, "YES")), true(pc.equal(verdict, "NO"))
     decided_usable = pc.and_(pc.or_(yes, no), usable)
     contradicting = pc.or_(pc.and_(yes, true(pc.less(p, 0.5))), pc.and_(no, true(pc.greater(p, 0.5))))
@@ -162,10 +176,8 @@ def review_urgency(table, flags: dict):
     urgency = pa.array([NOT_QUEUED] * table.num_rows, pa.int8())
     for reason in reversed(REVIEW_REASONS):  # the most urgent reason is written last and wins
         urgency = pc.if_else(flags[reason], pa.scalar(REVIEW_REASONS.index(reason), pa.int8()), urgency)
-    p = pc.cast(table.column("p_yes"), pa.float64()) if "p_yes" in table.schema.names else pa.nulls(
-        table.num_rows, pa.float64())
-    usable = pc.fill_null(pc.and_(pc.is_finite(p), pc.and_(pc.greater_equal(p, 0.0), pc.less_equal(p, 1.0))), False)
-    confidence = pc.if_else(usable, pc.max_element_wise(p, pc.subtract(1.0, p)), 0.0)
+    p = _column(table, "p_yes", pa.float64())
+    confidence = pc.if_else(_usable_mask(p), pc.max_element_wise(p, pc.subtract(1.0, p)), 0.0)
     return urgency, confidence
 
 
