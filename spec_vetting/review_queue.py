@@ -10,7 +10,7 @@ size and the sort's limit, not the number of rows (a night when a server was dow
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -40,14 +40,13 @@ QUEUE_ORDER = [URGENCY, CONFIDENCE, "task", "candidate_id"]
 
 @dataclass
 class Scan:
-    """What a scan saw: the verdict rows of the run it read (``total``), how many need review (``queued``, and by
-    reason) and how many it handed on (``kept``)."""
+    """What a scan saw: the verdict rows of the run it read (``total``), how many need review (``queued``) and
+    how many it handed on (``kept``)."""
 
     run_id: str
     total: int = 0
     queued: int = 0
     kept: int = 0
-    by_reason: dict[str, int] = field(default_factory=dict)
 
 
 def reason_text(flags: dict) -> pa.Array:
@@ -57,12 +56,12 @@ def reason_text(flags: dict) -> pa.Array:
     return pc.utf8_rtrim(joined, characters=";")
 
 
-def flagged(batch: pa.RecordBatch, threshold: float) -> tuple[pa.RecordBatch, dict]:
-    """(``batch`` with the review columns REASONS, URGENCY, CONFIDENCE appended, the flags per reason)."""
+def flagged(batch: pa.RecordBatch, threshold: float) -> pa.RecordBatch:
+    """``batch`` with the review columns REASONS, URGENCY, CONFIDENCE appended."""
     flags = review_flags(batch, threshold=threshold)
     urgency, confidence = review_urgency(batch, flags)
     arrays = [*batch.columns, reason_text(flags), urgency, confidence]
-    return pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, REASONS, URGENCY, CONFIDENCE]), flags
+    return pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, REASONS, URGENCY, CONFIDENCE])
 
 
 def scan_run(root, run_id: str | None, columns: list[str], *, threshold: float = DEFAULT_REVIEW_THRESHOLD,
@@ -84,7 +83,7 @@ def scan_run(root, run_id: str | None, columns: list[str], *, threshold: float =
                                    f"{', '.join(present)}")
     scan = Scan(run_id=run_id)
     empty = pa.RecordBatch.from_pylist([], schema=pa.schema([data.schema.field(c) for c in read]))
-    full = flagged(empty, threshold)[0].schema
+    full = flagged(empty, threshold).schema
     schema = pa.schema([full.field(c) for c in [*wanted, REASONS, URGENCY, CONFIDENCE]])
 
     def batches():
@@ -92,9 +91,7 @@ def scan_run(root, run_id: str | None, columns: list[str], *, threshold: float =
             if not batch.num_rows:
                 continue
             scan.total += batch.num_rows
-            batch, flags = flagged(batch, threshold)
-            for reason, flag in flags.items():
-                scan.by_reason[reason] = scan.by_reason.get(reason, 0) + (pc.sum(flag).as_py() or 0)
+            batch = flagged(batch, threshold)
             in_queue = pc.not_equal(batch.column(URGENCY), NOT_QUEUED)
             scan.queued += pc.sum(in_queue).as_py() or 0
             if only_queued:

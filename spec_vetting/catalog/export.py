@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from ..errors import CatalogReadError
 from .astropy_stream import write_ecsv, write_fits, write_votable
+from .duck import arrow_batches
 from .read import dataset, parquet_dataset, scan_batches
 from .schema import CURRENT_DIR, file_schema, text_lengths, with_reader_metadata
 
@@ -54,9 +55,7 @@ def _batches(root, current: bool, where: str | None, run_id: str | None, batch_r
         cond += " AND run_id = '" + str(run_id).replace("'", "''") + "'"
     cols = ", ".join(f'"{n}"' for n in names)
     try:
-        rel = con.sql(f"SELECT {cols} FROM catalog WHERE {cond}")
-        reader = (rel.to_arrow_reader(batch_rows) if hasattr(rel, "to_arrow_reader")
-                  else rel.fetch_record_batch(batch_rows))
+        reader = arrow_batches(con.sql(f"SELECT {cols} FROM catalog WHERE {cond}"), batch_rows)
     except duckdb.Error as exc:
         raise CatalogReadError(f"--where {where!r}: {exc}") from exc
 

@@ -4,58 +4,24 @@ The review page and the training export need whole rows (texts, turns, pictures)
 all is the run's size in memory, and filtering the catalog once per slice reads the whole run once per slice.
 Instead DuckDB joins the verdict and turn rows with the wanted keys and sorts them (out of memory beyond its
 limit), and the two sorted streams are walked side by side: one pass over each table, memory one slice. DuckDB
-reads the Parquet files itself: through a registered pyarrow dataset its join and sort of a million verdict rows
-ran out of its 256 MB (the Arrow scan's buffers count against it and do not spill); its own reader took 5.5 s.
+reads the Parquet files itself (:func:`spec_vetting.catalog.duck.table_view`).
 """
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
 import pyarrow as pa
 
-from .read import RunData, _group_turns, table_files
-from .schema import PARTITION_SCHEMA, file_schema
-from .sorted_stream import SORT_MEMORY_LIMIT
+from .duck import arrow_batches, spilling_connection, table_view
+from .read import RunData, _group_turns
 
 KEY = ("task", "candidate_id")
 
 #: rows fetched from DuckDB at a time: each becomes a Python dict (a verdict row is ~3 kB of objects), so small
 WALK_BATCH_ROWS = 2048
-
-_DUCKDB_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "int32": "INTEGER", "double": "DOUBLE", "bool": "BOOLEAN",
-                 "binary": "BLOB", "timestamp[ms, tz=UTC]": "TIMESTAMPTZ"}
-
-
-def _quoted(values) -> str:
-    return "[" + ", ".join("'" + str(v).replace("'", "''") + "'" for v in values) + "]"
-
-
-def table_view(con, root, table: str, name: str) -> bool:
-    """A DuckDB view ``name`` over ``table``'s files under ``root`` with :func:`file_schema`'s columns (what
-    :func:`spec_vetting.catalog.read.dataset` gives): compacted files and an older root's hive folders, columns
-    missing from older files as nulls. False when the table has no file."""
-    new, old = table_files(root, table)
-    parts = []
-    if new:
-        parts.append(f"SELECT * FROM read_parquet({_quoted(new)}, union_by_name = true)")
-    if old:
-        # partition values are text (a task named "1" stays "1"), as in the pyarrow dataset
-        types = ", ".join(f"'{f.name}': VARCHAR" for f in PARTITION_SCHEMA)
-        parts.append(f"SELECT * FROM read_parquet({_quoted(old)}, union_by_name = true, hive_partitioning = true, "
-                     f"hive_types = {{{types}}})")
-    if not parts:
-        return False
-    union = " UNION ALL BY NAME ".join(f"({p})" for p in parts)
-    present = {row[0] for row in con.sql(f"DESCRIBE {union}").fetchall()}
-    columns = [f'"{f.name}"' if f.name in present else f'CAST(NULL AS {_DUCKDB_TYPES[str(f.type)]}) AS "{f.name}"'
-               for f in file_schema(table)]
-    con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT {', '.join(columns)} FROM ({union})")
-    return True
-
 
 def _sorted_rows(stack: ExitStack, db, root, table: str, run_id: str, keys: pa.Table, order_by: list[str],
                  replace: list[str]) -> Iterator[dict]:
@@ -66,14 +32,13 @@ def _sorted_rows(stack: ExitStack, db, root, table: str, run_id: str, keys: pa.T
     stack.callback(con.close)
     if not table_view(con, root, table, "src"):
         return iter(())
-    con.execute("SET default_collation = ''")  # byte order of UTF-8: Python's str order
+    con.execute("SET default_collation = ''")  # a cursor's own setting: byte order of UTF-8, Python's str order
     con.register("keys", keys.select(["candidate_id", "task", *replace]))
     star = "s.*" + (f" REPLACE ({', '.join(f'k.{c} AS {c}' for c in replace)})" if replace else "")
     sql = (f"SELECT {star} FROM src s JOIN keys k ON s.candidate_id = k.candidate_id AND s.task = k.task "
            f"WHERE s.run_id = $run ORDER BY {', '.join(f's.{c}' for c in order_by)}")
     rel = con.sql(sql, params={"run": str(run_id)})
-    reader = (rel.to_arrow_reader(WALK_BATCH_ROWS) if hasattr(rel, "to_arrow_reader")
-              else rel.fetch_record_batch(WALK_BATCH_ROWS))
+    reader = arrow_batches(rel, WALK_BATCH_ROWS)
 
     def rows():
         for batch in reader:
@@ -90,16 +55,11 @@ def walk_run(root, run_id: str, keys: pa.Table, slice_rows: int, *, with_turns: 
     and their turn rows (``image_png`` as stored: fill pictures with :func:`.pictures.fill_pictures`)."""
     if slice_rows < 1:
         raise ValueError(f"slice_rows must be at least 1, got {slice_rows}")
-    import duckdb
-
     keys = keys.combine_chunks()
     if not keys.select(list(KEY)).equals(keys.select(list(KEY)).sort_by([(k, "ascending") for k in KEY])):
         raise ValueError("keys must be sorted by (task, candidate_id)")
     with ExitStack() as stack:
-        spill = stack.enter_context(tempfile.TemporaryDirectory(prefix="spec-vet-walk-"))
-        db = duckdb.connect(config={"memory_limit": SORT_MEMORY_LIMIT, "temp_directory": spill,
-                                    "preserve_insertion_order": False, "threads": 1})
-        stack.callback(db.close)
+        db = stack.enter_context(spilling_connection(prefix="spec-vet-walk-"))
         verdicts = _Cursor(_sorted_rows(stack, db, root, "verdicts", run_id, keys, list(KEY), list(replace)))
         turns = _Cursor(_sorted_rows(stack, db, root, "turns", run_id, keys, [*KEY, "turn"], []) if with_turns
                         else iter(()))
