@@ -310,3 +310,22 @@ def test_candidate_prompt_from_file_is_sent():
 )
 def test_decide_table(text, turn, action):
     assert decide(text, turn=turn).action == action
+
+
+def test_recovered_verdict_comes_only_from_what_the_model_wrote():
+    """The reward's fallbacks read the whole trajectory, tool answers included; a recovered verdict kept for review
+    must not be a word of the tool's own text ("**No** data points ...")."""
+    from spec_vetting.inspect.loop import read_trajectory
+    from spec_vetting.types import Turn, Usage
+
+    tool_no = ("Error processing spectral visualization: No data points in specified wavelength range "
+               "(9000, 9001)")
+    silent = [Turn(index=0, assistant_text="<think>zoom</think><tool_call>{}</tool_call>", usage=Usage(),
+                   tool_response_text=tool_no),
+              Turn(index=1, assistant_text="<think>hmm, the window is empty</think>", usage=Usage())]
+    reading, _, _ = read_trajectory(silent)
+    assert reading.verdict is None and reading.recovered_verdict is None
+    # the model's own word is still recovered (and never taken as the verdict)
+    spoken = [silent[0], Turn(index=1, assistant_text="<think>so the answer is yes</think>", usage=Usage())]
+    reading, _, _ = read_trajectory(spoken)
+    assert reading.verdict is None and reading.recovered_verdict == "YES"

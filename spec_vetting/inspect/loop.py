@@ -42,15 +42,24 @@ class Decision:
 
 
 def decide(text: str, *, turn: int, max_turns: int = MAX_ASSISTANT_TURNS, response_tokens_used: int = 0,
-           response_budget: int | None = RESPONSE_TOKENS) -> Decision:
+           response_budget: int | None = RESPONSE_TOKENS, cut: bool = False) -> Decision:
     """The next step after assistant turn ``turn`` (0-based) wrote ``text``, in the order of training's agent loop
     (``tool_agent_loop.py`` ``run``): response budget spent -> end; ``max_turns`` assistant turns -> end; no valid
     tool call -> end; else run the first call. An answer beside a call does not end it: the call runs.
+
+    ``cut``: the turn stopped at max_tokens. In training a turn could only be cut where the context ran out (each
+    turn's max_new_tokens was what was left of it), which puts the response past its 32768-token budget: the
+    rollout ended there, and a cut turn (no ``<|im_end|>``) was never followed by a tool turn. A cut turn ends the
+    inspection here too, also under a job's own per-turn cap, since no served template can replay it as training
+    would have (without its ``<|im_end|>``).
     """
     call = parse_tool_call(text)
     if response_budget is not None and response_tokens_used >= response_budget:
         return Decision("end", call=call, reason=f"response budget spent: {response_tokens_used} tokens >= "
                                                  f"{response_budget}")
+    if cut:
+        return Decision("end", call=call, reason="the turn was cut at max_tokens (in training a cut turn ended "
+                                                 "the rollout)")
     if max_turns and turn + 1 >= max_turns:
         return Decision("end", call=call, reason=f"turn budget spent: {max_turns} assistant turns")
     if call is None:
@@ -78,14 +87,26 @@ def _no_verdict_reason(reading, text: str, end_reason: str | None, finish_reason
     return why
 
 
+def _in_model_text(position: int | None, turns: list[Turn], starts: list[int]) -> bool:
+    return position is not None and any(0 <= position - s < len(t.assistant_text or "")
+                                        for t, s in zip(turns, starts, strict=True))
+
+
 def read_trajectory(turns: list[Turn], p_yes_by_turn: list[float | None] | None = None):
     """The published reward's reading of the whole trajectory, and p_yes when it is that of the verdict taken.
 
     p_yes comes from the engine's reply of the turn holding the verdict, and only when that reply's own verdict
     token (:func:`spec_vetting.answers.locate_verdict` on the turn's text) is the one the trajectory reading took.
+    A recovered verdict (kept for review, never taken) comes only from what the model wrote: the reward's fallbacks
+    search the tool answers too (``**No** data points ...``), so when they land there the model's own turns are
+    read alone.
     """
     text, starts = trajectory_text(turns)
     reading = read_answer(text)
+    if reading.verdict is None and reading.recovered_verdict is not None and not _in_model_text(
+            reading.position, turns, starts):
+        own = read_answer("".join(t.assistant_text or "" for t in turns))
+        reading = dataclasses.replace(reading, recovered_verdict=own.verdict or own.recovered_verdict)
     p_yes = None
     if reading.verdict is not None and reading.position is not None and p_yes_by_turn:
         for k, t in enumerate(turns):
@@ -218,7 +239,7 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
             last_reply = reply
             decision = decide(rec.assistant_text, turn=turn, max_turns=max_turns,
                               response_tokens_used=response_tokens_used(result.turns, first_prompt),
-                              response_budget=token_budget)
+                              response_budget=token_budget, cut=reply.finish_reason == "length")
             rec.tool_call = decision.call
             if decision.action == "end":
                 end_reason = decision.reason
