@@ -147,6 +147,14 @@ class Sampling:
     seed: int | None = None
     logprobs: bool = False
     top_logprobs: int = 0
+    # What training's rollouts applied beyond temperature and top_p (verl's agent loop sends repetition_penalty 1.0
+    # and SGLang's defaults left the rest neutral). Sent on every request so that a checkpoint's
+    # generation_config.json (Qwen2.5-VL ships repetition_penalty 1.05, top_k 1) cannot change decoding.
+    top_k: int = -1  # off
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
 
 
 @dataclass

@@ -69,6 +69,8 @@ def test_vllm_launch_dry_run_has_the_flags_the_tests_run_vllm_with():
         # parts passed to the template as parts: the picture stays inside <tool_response>
         assert argv[argv.index("--chat-template-content-format") + 1] == "openai"
         assert "--enable-prefix-caching" in argv and "--enable-prompt-tokens-details" in argv
+        # the checkpoint's generation_config.json never sets decoding defaults
+        assert argv[argv.index("--generation-config") + 1] == "vllm"
         # the full view and 8 zooms (protocol: 8 assistant turns)
         assert yaml.safe_load(argv[argv.index("--limit-mm-per-prompt") + 1])["image"] == 9
         assert yaml.safe_load(argv[argv.index("--mm-processor-kwargs") + 1])["max_pixels"] >= 792 * 472
@@ -208,6 +210,19 @@ _LOCAL_FLAGS = ("--host", "--port", "--chat-template")
 
 def _server_flags(argv: list[str]) -> dict[str, str | None]:
     return {k: v for k, v in _flag_map(argv).items() if k not in _LOCAL_FLAGS}
+
+
+def test_every_sglang_deployment_ignores_the_checkpoints_sampling_defaults():
+    """--sampling-defaults openai (SGLang's equivalent of vLLM's --generation-config vllm) in every SGLang start."""
+    line = next(ln for ln in dry("sglang/launch.sh", "--gpus", "1", "--model", "/m", "--dry-run")
+                if "sglang.launch_server" in ln)
+    argv = shlex.split(line)
+    assert argv[argv.index("--sampling-defaults") + 1] == "openai"
+    sts = next(d for d in yaml.safe_load_all((DEPLOY / "k8s/sglang.yaml").read_text()) if d["kind"] == "StatefulSet")
+    assert "--sampling-defaults=openai" in sts["spec"]["template"]["spec"]["containers"][0]["args"]
+    compose = yaml.safe_load((DEPLOY / "compose/compose.yaml").read_text())
+    command = shlex.split(compose["x-replica"]["command"])
+    assert command[command.index("--sampling-defaults") + 1] == "openai"
 
 
 def test_every_deployment_starts_either_server_with_the_launchers_flags():

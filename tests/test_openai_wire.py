@@ -34,10 +34,16 @@ def conversation():
 
 def test_request_body_follows_the_wire_rules():
     body = chat_request_body(conversation(), model="spec-o3-7b", sampling=Sampling())
-    assert set(body) == {"model", "messages", "stream", "temperature", "top_p", "max_tokens"}  # no tools, no seed
+    # no tools, no seed; the whole sampling pinned
+    assert set(body) == {"model", "messages", "stream", "temperature", "top_p", "max_tokens", "top_k", "min_p",
+                         "repetition_penalty", "presence_penalty", "frequency_penalty"}
     assert body["model"] == "spec-o3-7b" and body["stream"] is False
     # training: the response budget (protocol.RESPONSE_TOKENS)
     assert body["temperature"] == 0.0 and body["max_tokens"] == 32768
+    # training's rollouts (verl agent loop + SGLang defaults): greedy, no top-k, no min-p, neutral penalties, so a
+    # checkpoint's generation_config.json (Qwen ships repetition_penalty 1.05, top_k 1) cannot apply
+    assert (body["top_p"], body["top_k"], body["min_p"]) == (1.0, -1, 0.0)
+    assert (body["repetition_penalty"], body["presence_penalty"], body["frequency_penalty"]) == (1.0, 0.0, 0.0)
     msgs = body["messages"]
     assert [m["role"] for m in msgs] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert isinstance(msgs[0]["content"], str) and isinstance(msgs[2]["content"], str)

@@ -85,6 +85,7 @@ class VLLMServer:
             "--chat-template", str(DEPLOY_TEMPLATE),
             "--chat-template-content-format", "openai",
             "--enable-prompt-tokens-details",
+            "--generation-config", "vllm",  # as every deploy file: the checkpoint's sampling defaults stay out
             "--enforce-eager",  # no torch.compile: starts in a minute instead of several
             *self.extra_args,
         ]

@@ -5,7 +5,9 @@
 #
 # --mm-process-config (the image size limit) exists from SGLang 0.5.6 on: an older SGLang gets no such flag and
 # keeps the checkpoint's own limit, which the renders (about 0.4 Mpx) are far below. --dry-run prints the commands
-# for SGLang >= 0.5.6 and checks nothing.
+# for SGLang >= 0.5.6 and checks nothing. --sampling-defaults openai keeps the checkpoint's generation_config.json
+# (Qwen ships repetition_penalty 1.05, top_k 1) out of decoding; spec-vet pins every sampling field on every request
+# anyway, as training's rollouts had them.
 set -euo pipefail
 SERVER=sglang
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -33,7 +35,7 @@ replica_cmd() {  # $1 = replica index
     "${ids[$i]}" "$model" "$served_name"
   printf ' --host %q --port %s --tp-size 1 --chat-template %q --context-length %s' \
     "$host" "$port" "$chat_template" "$context_length"
-  printf ' --mem-fraction-static %s --enable-metrics --enable-cache-report' "$mem_fraction"
+  printf ' --mem-fraction-static %s --enable-metrics --enable-cache-report --sampling-defaults openai' "$mem_fraction"
   if [ "$mm_flag" = 1 ]; then
     printf " --mm-process-config '{\"image\": {\"max_pixels\": %s}}'" "$image_max_pixels"
   fi

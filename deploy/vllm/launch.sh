@@ -5,7 +5,9 @@
 # --chat-template-content-format openai passes message parts to the template as parts (vLLM's `string` mode joins
 # text parts with newlines and puts images first, which moves the picture out of <tool_response>);
 # --enable-prompt-tokens-details reports cached_tokens; prefix caching keeps each inspection's earlier turns;
-# --limit-mm-per-prompt admits the full view and 8 zooms. There is no sticky gateway for vLLM here: list the
+# --limit-mm-per-prompt admits the full view and 8 zooms; --generation-config vllm keeps the checkpoint's
+# generation_config.json (Qwen ships repetition_penalty 1.05, top_k 1) out of decoding: spec-vet pins every sampling
+# field on every request anyway, as training's rollouts had them. There is no sticky gateway for vLLM here: list the
 # replicas as endpoints (spec-vet hashes each candidate to one).
 set -euo pipefail
 SERVER=vllm
@@ -27,7 +29,7 @@ replica_cmd() {  # $1 = replica index
   printf ' --host %q --port %s --tensor-parallel-size 1 --chat-template %q --max-model-len %s' \
     "$host" "$port" "$chat_template" "$context_length"
   printf ' --gpu-memory-utilization %s --enable-prefix-caching --enable-prompt-tokens-details' "$mem_fraction"
-  printf ' --chat-template-content-format openai'
+  printf ' --chat-template-content-format openai --generation-config vllm'
   printf " --limit-mm-per-prompt '{\"image\": %s, \"video\": 0}'" "$max_images"
   printf " --mm-processor-kwargs '{\"max_pixels\": %s}'\n" "$image_max_pixels"
 }

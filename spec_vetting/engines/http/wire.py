@@ -1,8 +1,10 @@
 """OpenAI chat-completions wire format in one place: request bodies out, replies in.
 
 Rules (DESIGN decisions 2-5): non-streaming; images as ``image_url`` parts holding
-``data:image/png;base64,...``; ``model``, ``temperature`` and ``max_tokens`` on every request; **no** ``tools``
-field (the tools block lives in the system text); usage fields a server leaves out are None, not zero.
+``data:image/png;base64,...``; ``model``, ``max_tokens`` and the whole sampling of training (temperature, top_p,
+top_k off, min_p 0, repetition/presence/frequency penalties neutral: :data:`PINNED_SAMPLING_FIELDS`) on every
+request, so no server default and no checkpoint ``generation_config.json`` changes decoding; **no** ``tools`` field
+(the tools block lives in the system text); usage fields a server leaves out are None, not zero.
 """
 
 from __future__ import annotations
@@ -22,6 +24,25 @@ REQUEST_ID_HEADER = "X-Request-ID"
 #: candidate id, all turns of an inspection (and the candidate's other tasks, which share its picture) stay on
 #: one replica's prefix cache when a gateway stands in front of the replicas
 ROUTING_KEY_HEADER = "X-SMG-Routing-Key"
+
+
+#: the sampling fields every request carries, besides max_tokens (vLLM and SGLang take all of them on
+#: chat completions; OpenAI's own API does not know top_k, min_p and repetition_penalty)
+PINNED_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
+                          "frequency_penalty")
+
+
+def sampling_fields(sampling: Sampling) -> dict[str, Any]:
+    """The pinned sampling of one request, as sent."""
+    return {
+        "temperature": float(sampling.temperature),
+        "top_p": float(sampling.top_p),
+        "top_k": int(sampling.top_k),
+        "min_p": float(sampling.min_p),
+        "repetition_penalty": float(sampling.repetition_penalty),
+        "presence_penalty": float(sampling.presence_penalty),
+        "frequency_penalty": float(sampling.frequency_penalty),
+    }
 
 
 class WireError(ValueError):
@@ -65,8 +86,7 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
         "model": model,
         "messages": [message_to_wire(m, encode_image) for m in messages],
         "stream": False,
-        "temperature": float(sampling.temperature),
-        "top_p": float(sampling.top_p),
+        **sampling_fields(sampling),
     }
     # the loop always sets it (training's rule: what is left of the response budget); a bare call may not
     body["max_tokens"] = int(sampling.max_tokens) if sampling.max_tokens is not None else RESPONSE_TOKENS
