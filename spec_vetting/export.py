@@ -191,7 +191,7 @@ class _Sources:
             return task
         cand = self._candidate(row)
         if cand is not None and cand.prompt:
-            asked = task.with_prompt(cand.prompt)
+            asked = task.with_prompt(cand.prompt, system=getattr(cand, "system_prompt", None))
             if asked.version == recorded:
                 return asked
         recorded_task = self._from_manifest(row)
@@ -437,7 +437,9 @@ def iter_verl_rows(source: RunData | RunSlices, summary: ExportSummary, *, label
         yield {
             "data_source": row["task"],
             "prompt": [
-                {"role": "system", "content": build_initial_messages(task, image)[0].text},
+                # the system message's own text: verl's agent loop passes tools= and its template appends the
+                # tools block, so writing the block here too would show it twice in training
+                {"role": "system", "content": task.system},
                 {"role": "user", "content": IMAGE_TOKEN + "\n" + task.prompt},
             ],
             "images": [{"bytes": image}],

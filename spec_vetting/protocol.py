@@ -31,6 +31,21 @@ SYSTEM_TEXT = (
     "\n</tool_call>"
 )
 
+#: The Qwen2.5 tools block as training's template appended it to the system message's own text (the agent loop
+#: always passes ``tools=``): everything of :data:`SYSTEM_TEXT` after the default sentence.
+TOOLS_BLOCK = SYSTEM_TEXT[len(SYSTEM_PREAMBLE):]
+
+
+def system_text(own: str | None = None) -> str:
+    """The system turn's text as training rendered it: the system message's own text, then the tools block.
+
+    ``own`` None is the default sentence (no system message, or SpecVI-Bench's). A text that already ends with the
+    tools block (files written by earlier spec-vetting exports) is taken as rendered already: the block appears once.
+    """
+    own = SYSTEM_PREAMBLE if own is None else own
+    return own if own.endswith(TOOLS_BLOCK) else own + TOOLS_BLOCK
+
+
 #: Qwen2.5-VL image markup as the chat template writes it for one image part.
 IMAGE_MARKUP = "<|vision_start|><|image_pad|><|vision_end|>"
 

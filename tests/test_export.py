@@ -110,7 +110,10 @@ def test_verl_rows_like_specvi_bench(tmp_path):
                                "no label or reviewer decision": 1}
     row = rows[0]
     assert row["data_source"] == "cv"
-    assert row["prompt"][0] == {"role": "system", "content": SYSTEM_TEXT}
+    # verl's template appends the tools block to the system message's own text (the agent loop passes tools=):
+    # the row holds the sentence alone, or training would show the block twice
+    assert row["prompt"][0] == {"role": "system", "content": "You are a helpful assistant."}
+    assert SYSTEM_TEXT.startswith(row["prompt"][0]["content"] + "\n\n# Tools")
     assert row["prompt"][1]["content"] == "<image>\n" + get_task("cv").prompt
     assert row["reward_model"] == {"style": "rule", "ground_truth": "YES"}
     assert row["images"][0]["bytes"][:4] == b"\x89PNG"

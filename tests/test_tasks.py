@@ -140,7 +140,8 @@ def test_specvi_prompts_and_cli_import(tmp_path):
     text = "Analyze the provided spectrum to determine if it is a **Carbon Star (C-type)**.\n- C2 bands  \n"
     f = tmp_path / "test_cc.parquet"
     _specvi_file(f, [("cc", "<image>\n" + text), ("cc", "<image>\n" + text), ("cv", "<image>\nAnalyze **CV**.")])
-    assert specvi_task_prompts(f) == {"carbon": text, "cv": "Analyze **CV**."}
+    sentence = "You are a helpful assistant."
+    assert specvi_task_prompts(f) == {"carbon": (text, sentence), "cv": ("Analyze **CV**.", sentence)}
 
     out = tmp_path / "tasks.yaml"
     res = CliRunner().invoke(main, ["tasks", "import-specvi", str(f), "-o", str(out)])

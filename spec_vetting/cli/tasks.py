@@ -107,21 +107,23 @@ def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revisio
             shas = sorted({resolved_revision(p) or "?" for p in hub_files})
             click.echo(f"{SPECVI_REPO} at commit {', '.join(shas)} ({len(hub_files)} files; pin with --revision)")
             files += hub_files
-        prompts: dict[str, str] = {}
+        prompts: dict[str, tuple[str, str | None]] = {}
         for f in files:
             prompts.update(specvi_task_prompts(f))
         existing = load_tasks_file(out) if out.exists() else []
     except ConfigError as exc:
         raise _usage_error(exc) from exc
     imported = []
-    for key, prompt in sorted(prompts.items()):
+    for key, (prompt, system) in sorted(prompts.items()):
         try:
             base = get_task(key)
             aliases, fallback_name = base.aliases, base.class_name
         except ConfigError:
             aliases, fallback_name = (), key
+        # the row's own system text is kept (training's template wrote it before the tools block)
+        own = {} if system is None else {"system": system}
         imported.append(Task(key=key, class_name=class_name_from_prompt(prompt) or fallback_name, prompt=prompt,
-                             aliases=aliases, source="specvi"))
+                             aliases=aliases, source="specvi", **own))
     new_keys = {t.key for t in imported}
     merged = [t for t in existing if t.key not in new_keys] + imported
     tmp = out.with_name(out.name + ".tmp")

@@ -1,7 +1,8 @@
 """The conversation exactly as protocol section 2 lays it out, built on the client.
 
-- system: the default sentence plus the Qwen2.5 tools block (``protocol.SYSTEM_TEXT``); requests carry no
-  ``tools`` field, so every server renders the same text;
+- system: the task's system text (the default sentence unless a SpecVI-Bench row gave its own) plus the Qwen2.5
+  tools block, as training's template appended it (``protocol.system_text``); requests carry no ``tools`` field,
+  so every server renders the same text;
 - user: the full-spectrum image, then a newline and the task text;
 - assistant: each turn replayed as its raw generated text (``<think>``, ``<tool_call>`` and all), which keeps the
   server's re-rendered prompt closest to the token sequence of RL training;
@@ -11,19 +12,21 @@
 
 from __future__ import annotations
 
-from ..protocol import IMAGE_MARKUP, SYSTEM_TEXT, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, cut_tool_text
+from ..protocol import IMAGE_MARKUP, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, cut_tool_text, system_text
 from ..types import ImagePart, Message, TextPart
 from .tasks import Task
 
 
-def system_message() -> Message:
-    return Message("system", [TextPart(SYSTEM_TEXT)])
+def system_message(own: str | None = None) -> Message:
+    """The system turn: ``own`` text (None: the default sentence), then the tools block."""
+    return Message("system", [TextPart(system_text(own))])
 
 
 def build_initial_messages(task: Task | str, image_png: bytes) -> list[Message]:
     """System message and the first user message (image, then ``\\n`` + task text)."""
     prompt = task.prompt if isinstance(task, Task) else str(task)
-    return [system_message(), Message("user", [ImagePart(image_png), TextPart("\n" + prompt)])]
+    system = task.system if isinstance(task, Task) else None
+    return [system_message(system), Message("user", [ImagePart(image_png), TextPart("\n" + prompt)])]
 
 
 def assistant_message(raw_text: str) -> Message:

@@ -7,13 +7,12 @@ The text sent to the model is the task text after the image and one newline (pro
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from ..errors import ConfigError
+from ..io.specvi import message_text
 from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 
 _CLASS_NAME = re.compile(r"\*\*(.+?)\*\*")
@@ -50,32 +49,11 @@ def class_name_from_prompt(prompt: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
-def _messages(value: Any) -> list[dict]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            return [{"role": "user", "content": value}]
-    if isinstance(value, dict):
-        return [value]
-    return [m for m in (value or []) if isinstance(m, dict)]
+def specvi_task_prompts(path: str | Path) -> dict[str, tuple[str, str | None]]:
+    """Task key -> (the exact published task text, the system message's own text or None), from a SpecVI-Bench
+    parquet file.
 
-
-def user_text_of_prompt(value: Any) -> str | None:
-    """The user text of one SpecVI-Bench ``prompt`` cell (a list of role/content messages)."""
-    users = [m for m in _messages(value) if m.get("role") == "user"]
-    if not users:
-        return None
-    content = users[0].get("content")
-    if isinstance(content, list):  # multimodal content parts: keep the text, in order
-        content = "".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return content if isinstance(content, str) else None
-
-
-def specvi_task_prompts(path: str | Path) -> dict[str, str]:
-    """Task key -> the exact published task text, read from a SpecVI-Bench parquet file.
-
-    When rows of a task disagree (they should not), the most common text wins.
+    When rows of a task disagree (they should not), the most common pair wins.
     """
     import pyarrow.parquet as pq
 
@@ -94,11 +72,12 @@ def specvi_task_prompts(path: str | Path) -> dict[str, str]:
     ):
         if not source:
             continue
-        text = user_text_of_prompt(prompt)
+        text = message_text(prompt)
         if text is None:
             raise ConfigError(f"{path}, row {row}: the prompt cell holds no user message")
         key = TASK_ALIASES.get(str(source), str(source))
-        counts.setdefault(key, Counter())[strip_image_placeholder(text, where=f"{path}, row {row}")] += 1
+        pair = (strip_image_placeholder(text, where=f"{path}, row {row}"), message_text(prompt, "system"))
+        counts.setdefault(key, Counter())[pair] += 1
     if not counts:
         raise ConfigError(f"{path}: no row with a data_source and a prompt")
     return {key: c.most_common(1)[0][0] for key, c in counts.items()}

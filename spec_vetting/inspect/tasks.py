@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ConfigError
-from ..protocol import TASK_ALIASES
+from ..protocol import SYSTEM_PREAMBLE, TASK_ALIASES, TOOLS_BLOCK
 from ..yaml_file import read_yaml_file
 from .prompts import class_name_from_prompt, prompt_version, strip_image_placeholder
 
@@ -44,6 +44,8 @@ class Task(BaseModel):
     version: str = Field("", description="prompt version id; computed from the text when empty")
     aliases: tuple[str, ...] = Field((), description="other keys naming this task (SpecVI-Bench's 'cc')")
     source: str = Field("user", description="builtin | user | specvi | inline")
+    system: str = Field(SYSTEM_PREAMBLE, description="the system message's own text; the tools block follows it, "
+                        "as training's template appended it (protocol.system_text)")
 
     @field_validator("key")
     @classmethod
@@ -52,6 +54,12 @@ class Task(BaseModel):
         if not v or any(c.isspace() or c in "/=\\" for c in v):
             raise ValueError(f"task key {v!r} must be a non-empty word without spaces, '/', '=' or '\\'")
         return v
+
+    @field_validator("system")
+    @classmethod
+    def _own_system_text(cls, v: str) -> str:
+        # a system text that already ends with the tools block is the same system turn as its own text alone
+        return v[: -len(TOOLS_BLOCK)] if v.endswith(TOOLS_BLOCK) else v
 
     @field_validator("prompt")
     @classmethod
@@ -64,19 +72,26 @@ class Task(BaseModel):
     @classmethod
     def _default_version(cls, data: Any) -> Any:
         if isinstance(data, dict) and not data.get("version") and isinstance(data.get("prompt"), str):
-            data = {**data, "version": prompt_version(data["prompt"], data.get("source") or "user")}
+            system = data.get("system")
+            if isinstance(system, str) and system.endswith(TOOLS_BLOCK):
+                system = system[: -len(TOOLS_BLOCK)]
+            # a system text of its own is part of what the model is asked: it changes the version too
+            text = data["prompt"] if system in (None, SYSTEM_PREAMBLE) else f"{system}\x00{data['prompt']}"
+            data = {**data, "version": prompt_version(text, data.get("source") or "user")}
         return data
 
-    def with_prompt(self, text: str, *, source: str = "inline") -> Task:
-        """This task asked with another prompt text, e.g. a SpecVI-Bench candidate's own prompt.
+    def with_prompt(self, text: str, *, system: str | None = None, source: str = "inline") -> Task:
+        """This task asked with another prompt text (and system text), e.g. a SpecVI-Bench row's own messages.
 
-        ``text`` may still carry the ``<image>`` placeholder of the published data; it is stripped.
+        ``text`` may still carry the ``<image>`` placeholder of the published data; it is stripped. ``system`` None
+        keeps this task's system text.
         """
         prompt = strip_image_placeholder(text, where=f"prompt of task {self.key}")
-        if prompt == self.prompt:
+        system = self.system if system is None else self._own_system_text(system)
+        if prompt == self.prompt and system == self.system:
             return self
         return Task(key=self.key, class_name=class_name_from_prompt(prompt) or self.class_name, prompt=prompt,
-                    aliases=self.aliases, source=source)
+                    aliases=self.aliases, source=source, system=system)
 
 
 def _parse_tasks(data: Any, where: str, source: str) -> list[Task]:
@@ -145,7 +160,7 @@ def dump_tasks_yaml(tasks: list[Task]) -> str:
     _Dumper.add_representer(str, _str)
     rows = [
         {"key": t.key, "class_name": t.class_name, "aliases": list(t.aliases), "source": t.source,
-         "version": t.version, "prompt": t.prompt}
+         "version": t.version, **({} if t.system == SYSTEM_PREAMBLE else {"system": t.system}), "prompt": t.prompt}
         for t in tasks
     ]
     return yaml.dump({"tasks": rows}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=10_000)

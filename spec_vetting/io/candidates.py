@@ -87,6 +87,7 @@ class Candidate(BaseModel):
     dec: float | None = None
     inline: InlineSpectrum | None = None
     prompt: str | None = None  # SpecVI's exact task text (the user text after the image), when the list has one
+    system_prompt: str | None = None  # SpecVI's system message text (before the tools block), when the row has one
     #: data row (0-based) of the SpecVI-Bench file at ``path`` whose ``images`` cell holds the full view the model
     #: saw in training; read only when the inspection runs (:meth:`load_initial_image`)
     image_row: int | None = None
@@ -496,6 +497,7 @@ def _specvi_candidates(path: Path) -> list[Candidate]:
                 label=r.label,
                 inline=InlineSpectrum(wavelength=r.wavelength, flux=r.flux, redshift=r.redshift, name=r.name),
                 prompt=r.prompt_text,
+                system_prompt=r.system_text,
                 image_row=r.row if with_images else None,
                 source=f"{path} (parquet row {r.row + 1})",
             )

@@ -57,6 +57,8 @@ class SpecVIRow:
     flux: np.ndarray | None
     redshift: float | None  # as stored (None = null, which means 0)
     prompt_text: str | None  # the user message text, placeholder stripped (the text after the image)
+    #: the system message's own text (training's template wrote it, then the tools block); None: no system message
+    system_text: str | None = None
 
 
 def is_specvi_parquet(path: str | Path) -> bool:
@@ -79,16 +81,20 @@ def strip_placeholder(text: str) -> str:
     return text
 
 
-def _user_text(cell: Any) -> str | None:
+def message_text(cell: Any, role: str = "user") -> str | None:
+    """The text of the first ``role`` message of one ``prompt`` cell (a list of role/content messages, or its JSON).
+
+    A plain string that is not JSON is the user text itself. Multimodal content parts keep their text, in order.
+    """
     if isinstance(cell, str):
         try:
             cell = json.loads(cell)
         except json.JSONDecodeError:
-            return cell
+            return cell if role == "user" else None
     if isinstance(cell, Mapping):
         cell = [cell]
     for message in cell or []:
-        if isinstance(message, Mapping) and message.get("role") == "user":
+        if isinstance(message, Mapping) and message.get("role") == role:
             content = message.get("content")
             if isinstance(content, list):  # multimodal parts: keep the text parts in order
                 content = "".join(p.get("text") or "" if isinstance(p, Mapping) else str(p) for p in content)
@@ -187,7 +193,7 @@ def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
     rows = []
     for i in range(n):
         source = None if sources[i] is None else str(sources[i]).strip()
-        text = _user_text(prompts[i]) if prompts[i] is not None else None
+        text = message_text(prompts[i]) if prompts[i] is not None else None
         z = redshifts[i]
         rows.append(
             SpecVIRow(
@@ -201,6 +207,7 @@ def read_specvi_rows(path: str | Path) -> list[SpecVIRow]:
                 flux=fluxes[i],
                 redshift=None if z is None or (isinstance(z, float) and not np.isfinite(z)) else float(z),
                 prompt_text=strip_placeholder(text) if text is not None else None,
+                system_text=message_text(prompts[i], "system") if prompts[i] is not None else None,
             )
         )
     return rows

@@ -70,11 +70,12 @@ def task_for(item: WorkItem, tasks_file: str | None, cache: dict):
     from ..inspect.tasks import get_task
 
     prompt = getattr(item.candidate, "prompt", None)
-    key = (item.task, prompt)
+    system = getattr(item.candidate, "system_prompt", None)
+    key = (item.task, prompt, system)
     if key not in cache:
         task = get_task(item.task, tasks_file)
-        if prompt:
-            task = task.with_prompt(prompt)  # SpecVI-Bench rows carry their exact training prompt
+        if prompt:  # SpecVI-Bench rows carry their exact training messages
+            task = task.with_prompt(prompt, system=system)
         cache[key] = task
     return cache[key]
 
