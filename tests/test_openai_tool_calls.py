@@ -26,7 +26,7 @@ def _rendered_assistant_text(message: dict) -> str:
     env = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
     text = env.from_string(TEMPLATE.read_text()).render(messages=[message], add_generation_prompt=False)
-    head, tail = "<|im_start|>assistant\n", "<|im_end|>\n"
+    head, tail = "<|im_start|>assistant\n", "<|im_end|>"  # no newline after an assistant turn (training's stream)
     assert head in text and text.endswith(tail), text
     return text[text.rindex(head) + len(head):-len(tail)]
 

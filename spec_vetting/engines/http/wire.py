@@ -17,6 +17,7 @@ from typing import Any
 
 from ...answers import locate_verdict
 from ...protocol import RESPONSE_TOKENS
+from ...render.model_picture import first_picture_as_trained
 from ...types import ImagePart, Message, Sampling, TextPart, Usage
 
 REQUEST_ID_HEADER = "X-Request-ID"
@@ -50,32 +51,47 @@ class WireError(ValueError):
 
 
 class ImageEncoder:
-    """PNG bytes -> data URL, memoised: the full view is resent every turn and must be byte-identical."""
+    """PNG bytes -> data URL, memoised: the full view is resent every turn and must be byte-identical.
+
+    ``first=True`` sends the picture as training handed its first picture on (resized the way qwen-vl-utils'
+    ``fetch_image`` resized it, :mod:`spec_vetting.render.model_picture`); zoom pictures go as rendered.
+    """
 
     def __init__(self):
-        self._cache: dict[int, tuple[bytes, str]] = {}
+        self._cache: dict[tuple[int, bool], tuple[bytes, str]] = {}
 
-    def __call__(self, png: bytes) -> str:
-        hit = self._cache.get(id(png))
+    def __call__(self, png: bytes, *, first: bool = False) -> str:
+        hit = self._cache.get((id(png), first))
         if hit is not None and hit[0] is png:
             return hit[1]
-        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
-        self._cache[id(png)] = (png, url)
+        sent = first_picture_as_trained(png) if first else png
+        url = "data:image/png;base64," + base64.b64encode(sent).decode("ascii")
+        self._cache[(id(png), first)] = (png, url)
         return url
 
 
-def message_to_wire(message: Message, encode_image=None) -> dict[str, Any]:
-    """One message as JSON: a plain string when it holds text only, else a list of parts in order."""
+def message_to_wire(message: Message, encode_image=None, *, first: bool = False) -> dict[str, Any]:
+    """One message as JSON: a plain string when it holds text only, else a list of parts in order.
+
+    ``first``: this is the first user message, whose picture is the first picture (see :class:`ImageEncoder`).
+    """
     encode_image = encode_image or ImageEncoder()
     if all(isinstance(p, TextPart) for p in message.parts):
         return {"role": message.role, "content": message.text}
     content = []
     for p in message.parts:
         if isinstance(p, ImagePart):
-            content.append({"type": "image_url", "image_url": {"url": encode_image(p.png)}})
+            content.append({"type": "image_url", "image_url": {"url": encode_image(p.png, first=first)}})
         else:
             content.append({"type": "text", "text": p.text})
     return {"role": message.role, "content": content}
+
+
+def messages_to_wire(messages: list[Message], encode_image=None) -> list[dict[str, Any]]:
+    """The conversation as JSON messages; the first user message's picture goes as training's first picture."""
+    encode_image = encode_image or ImageEncoder()
+    first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+    return [message_to_wire(m, encode_image, first=i == first_user) for i, m in enumerate(messages)]
 
 
 def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling,
@@ -84,7 +100,7 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
     encode_image = encode_image or ImageEncoder()
     body: dict[str, Any] = {
         "model": model,
-        "messages": [message_to_wire(m, encode_image) for m in messages],
+        "messages": messages_to_wire(messages, encode_image),
         "stream": False,
         **sampling_fields(sampling),
     }

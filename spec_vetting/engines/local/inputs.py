@@ -34,10 +34,9 @@ DEPLOY_TEMPLATE = Path(__file__).resolve().parents[3] / "deploy" / "chat_templat
 
 def openai_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """OpenAI chat messages exactly as the HTTP engine sends them (its own converter, :mod:`.wire`)."""
-    from ..http.wire import ImageEncoder, message_to_wire
+    from ..http.wire import messages_to_wire
 
-    encode = ImageEncoder()
-    return [message_to_wire(m, encode) for m in messages]
+    return messages_to_wire(messages)
 
 
 def _image_from_part(part: dict[str, Any], where: str) -> Image.Image:
