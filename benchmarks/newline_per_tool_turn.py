@@ -1,23 +1,29 @@
-"""The token difference between training's appended ids and a chat server's re-rendered prompt.
+"""The token difference between training's stream and what a chat server renders, per template.
 
 In RL the next turn was appended to the generated ids (``...<|im_end|><|im_start|>user``, tool_agent_loop.py:104
-and 191-206); a chat server re-renders the history with the template (``...<|im_end|>\\n<|im_start|>user``).
-This tokenizes one two-zoom conversation both ways with the tiny offline tokenizer (Qwen's added tokens) and prints
-where the ids differ. Run: PYTHONPATH=. python benchmarks/newline_per_tool_turn.py
+and 191-206). A chat server re-renders the whole history with its chat template: the stock Qwen2.5-VL template
+writes ``<|im_end|>\\n`` after every turn, the assistant's included, i.e. one token per replayed assistant turn the
+policy never saw; deploy/chat_template.jinja writes training's stream. This renders one conversation with N zoom
+turns under both templates with the tiny offline tokenizer (Qwen's added tokens) and prints the counts against
+training's ids (tests/training_stream.py, written from verl's agent loop).
+
+    PYTHONPATH=. python benchmarks/newline_per_tool_turn.py [--zooms 2]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
+from spec_vetting.engines.local.inputs import openai_messages  # noqa: E402
 from spec_vetting.inspect.conversation import (  # noqa: E402
     assistant_message,
     build_initial_messages,
-    render_text,
-    tool_response_message,  # noqa: E402
+    tool_response_message,
 )
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
 
@@ -28,32 +34,29 @@ TOOL = "Generated spectral visualization focused on wavelength range (6500, 6600
 
 def main() -> None:
     from tiny_qwen import build_tokenizer
+    from training_stream import GeneratedTurn, build_row_messages, trained_prompt_ids
 
-    template = (Path(__file__).resolve().parents[1] / "deploy" / "chat_template.jinja").read_text()
-    tok = build_tokenizer(template)
-    msgs = build_initial_messages(get_task("cv"), b"PNG")
-    for _ in range(2):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zooms", type=int, default=2)
+    n = parser.parse_args().zooms
+    shipped = (ROOT / "deploy" / "chat_template.jinja").read_text()
+    stock = (ROOT / "deploy" / "chat_template_stock.jinja").read_text()
+    tok = build_tokenizer(shipped)
+    task = get_task("cv")
+    msgs = build_initial_messages(task, b"PNG")
+    for _ in range(n):
         msgs += [assistant_message(ZOOM), tool_response_message(TOOL, b"PNG")]
-    served = render_text(msgs)  # what a chat server renders (stock template: <|im_end|>\n after every message)
-    # training: each generated turn ends at its <|im_end|>, the tool turn is appended without the newline
-    trained = served.replace("<|im_end|>\n<|im_start|>user\n<tool_response>",
-                             "<|im_end|><|im_start|>user\n<tool_response>")
-    a, b = tok(trained)["input_ids"], tok(served)["input_ids"]
-    nl = tok("\n", add_special_tokens=False)["input_ids"]
-    print(f"trained ids: {len(a)}, re-rendered ids: {len(b)}, difference: {len(b) - len(a)} "
-          f"(tool turns: 2); the newline token: {nl}")
-    i = 0
-    diffs = []
-    j = 0
-    while i < len(a) and j < len(b):
-        if a[i] != b[j]:
-            diffs.append((j, b[j]))
-            j += 1
-            continue
-        i += 1
-        j += 1
-    print("extra ids in the re-rendered prompt (position, id):", diffs,
-          "each right after", tok.convert_ids_to_tokens([b[diffs[0][0] - 1]]) if diffs else None)
+    row = build_row_messages("You are a helpful assistant.", "<image>\n" + task.prompt)
+    trained = trained_prompt_ids(lambda s: tok(s, add_special_tokens=False)["input_ids"],
+                                 tok.convert_tokens_to_ids("<|im_end|>"), row,
+                                 [GeneratedTurn(ZOOM, tool_text=TOOL, tool_image=True)] * n)[-1]
+    print(f"training's ids before turn {n + 1}: {len(trained)}")
+    for name, template in (("deploy/chat_template.jinja", shipped), ("stock Qwen2.5-VL template", stock)):
+        text = tok.apply_chat_template(openai_messages(msgs), chat_template=template, tokenize=False,
+                                       add_generation_prompt=True)
+        ids = tok(text, add_special_tokens=False)["input_ids"]
+        verdict = "identical" if ids == trained else f"{len(ids) - len(trained):+d} tokens"
+        print(f"{name:28s} {len(ids)} ids: {verdict}")
 
 
 if __name__ == "__main__":

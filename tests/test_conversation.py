@@ -57,7 +57,7 @@ def test_render_text_matches_protocol_layout():
     expected = (
         f"<|im_start|>system\n{SYSTEM_TEXT}<|im_end|>\n"
         f"<|im_start|>user\n{img}\n{task.prompt}<|im_end|>\n"
-        f"<|im_start|>assistant\n{raw}<|im_end|>\n"
+        f"<|im_start|>assistant\n{raw}<|im_end|>"  # training appended the tool turn right after it
         f"<|im_start|>user\n<tool_response>\n{img}ok.\n</tool_response><|im_end|>\n"
         "<|im_start|>assistant\n"
     )

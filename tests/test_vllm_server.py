@@ -9,8 +9,11 @@ system turn character for character). What is checked:
   model reproduces the trajectory it was trained on (zoom on H-alpha, then a well-formed YES), the second turn is
   served from vLLM's prefix cache, ``p_yes`` is read from the served logprobs;
 - the exact prompt: the token ids vLLM renders (``/tokenize`` takes chat messages) for the client's two-zoom
-  conversation are those of the protocol layout, tokenized with the tiny tokenizer and each image widened to one
-  token per 28x28 block;
+  conversation are the ids RL training built (tests/training_stream.py, written from verl's agent loop: the prompt,
+  each generated turn with its own <|im_end|>, each tool turn rendered alone minus the default system turn),
+  tokenized with the tiny tokenizer and each image widened to one token per 28x28 block of the picture sent;
+- sampling is pinned: a checkpoint whose generation_config.json asks for repetition_penalty 1.3 and top_k 1 is
+  served exactly as the same checkpoint without that file (texts and logprobs), under the deploy files' flags;
 - the in-process engine gives the same next-token log-probabilities as vLLM on that conversation (within 1e-3),
   i.e. the same 3-D multimodal positions (it did not before ``mm_token_type_ids`` was passed: up to 5 nats off).
 """
@@ -30,7 +33,6 @@ pytest.importorskip("transformers")
 
 from click.testing import CliRunner  # noqa: E402
 from local_openai import chat_completion  # noqa: E402
-from test_chat_template import EXPECTED_SYSTEM, IMG  # noqa: E402
 from tiny_qwen import (  # noqa: E402
     TRAJ_FINAL,
     TRAJ_TURN1,
@@ -40,6 +42,7 @@ from tiny_qwen import (  # noqa: E402
     torch_threads,
     write_fixed_spectrum,
 )
+from training_stream import GeneratedTurn, build_row_messages, trained_prompt_ids  # noqa: E402
 from vllm_server import SERVED_NAME  # noqa: E402
 
 from spec_vetting.cli import main  # noqa: E402
@@ -95,18 +98,22 @@ def two_zoom_messages() -> list[dict]:
     return openai_messages(messages)
 
 
-def trained_layout_text() -> str:
-    """Protocol section 2 by hand: system turn, user turn (image, newline, task), each assistant turn raw, each tool
-    result a user turn ``<tool_response>\\n`` + image + text + ``\\n</tool_response>``, then the generation prompt."""
-    return (
-        EXPECTED_SYSTEM
-        + "<|im_start|>user\n" + IMG + "\n" + get_task("cv").prompt + "<|im_end|>\n"
-        + "<|im_start|>assistant\n" + TURN1 + "<|im_end|>\n"
-        + "<|im_start|>user\n<tool_response>\n" + IMG + TOOL1 + "\n</tool_response><|im_end|>\n"
-        + "<|im_start|>assistant\n" + TURN2 + "<|im_end|>\n"
-        + "<|im_start|>user\n<tool_response>\n" + IMG + TOOL2 + "\n</tool_response><|im_end|>\n"
-        + "<|im_start|>assistant\n"
-    )
+def trained_ids(tokenizer) -> list[int]:
+    """The ids training built before the third turn of the two-zoom rollout (image placeholders not yet widened)."""
+    row = build_row_messages("You are a helpful assistant.", "<image>\n" + get_task("cv").prompt)
+    turns = [GeneratedTurn(TURN1, tool_text=TOOL1, tool_image=True),
+             GeneratedTurn(TURN2, tool_text=TOOL2, tool_image=True)]
+    return trained_prompt_ids(lambda s: tokenizer.encode(s, add_special_tokens=False).ids,
+                              tokenizer.token_to_id("<|im_end|>"), row, turns)[-1]
+
+
+def sent_pictures() -> list[bytes]:
+    """The pictures as the HTTP engine puts them on the wire (the first one resized as training's fetch_image did)."""
+    import base64
+
+    urls = [p["image_url"]["url"] for m in two_zoom_messages() if isinstance(m["content"], list)
+            for p in m["content"] if p.get("type") == "image_url"]
+    return [base64.b64decode(u.split(",", 1)[1]) for u in urls]
 
 
 def qwen_image_tokens(png: bytes, min_pixels: int, max_pixels: int, factor: int = 28) -> int:
@@ -217,13 +224,13 @@ def test_vllm_renders_the_two_zoom_conversation_as_trained(vllm_server):
     assert r.status_code == 200, r.text
     served = r.json()["tokens"]
 
-    # the trained layout, tokenized with the tiny tokenizer itself; each image placeholder widened by Qwen's rule
+    # training's ids, tokenized with the tiny tokenizer itself; each image placeholder widened by Qwen's rule
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
     pad = tokenizer.token_to_id("<|image_pad|>")
     size = json.loads((model_dir / "preprocessor_config.json").read_text())["size"]
-    counts = iter([qwen_image_tokens(png, size["shortest_edge"], size["longest_edge"]) for png in _pictures()])
+    counts = iter([qwen_image_tokens(png, size["shortest_edge"], size["longest_edge"]) for png in sent_pictures()])
     expected = []
-    for t in tokenizer.encode(trained_layout_text(), add_special_tokens=False).ids:
+    for t in trained_ids(tokenizer):
         expected.extend([pad] * next(counts) if t == pad else [t])
     assert next(counts, None) is None, "the layout has fewer image placeholders than pictures"
 
@@ -231,7 +238,7 @@ def test_vllm_renders_the_two_zoom_conversation_as_trained(vllm_server):
         k = next((i for i, (a, b) in enumerate(zip(served, expected, strict=False)) if a != b),
                  min(len(served), len(expected)))
         raise AssertionError(
-            f"vLLM's prompt differs from the trained layout at token {k} of {len(expected)} (served {len(served)}):\n"
+            f"vLLM's prompt differs from training's ids at token {k} of {len(expected)} (served {len(served)}):\n"
             f"served:   {tokenizer.decode(served[max(0, k - 8):k + 12], skip_special_tokens=False)!r}\n"
             f"expected: {tokenizer.decode(expected[max(0, k - 8):k + 12], skip_special_tokens=False)!r}"
         )
@@ -280,3 +287,55 @@ def test_in_process_next_token_logprobs_equal_vllm(vllm_server, conversation):
         assert tok in l_top, f"{tok!r} is in vLLM's top tokens, not in the in-process engine's"
         assert l_top[tok] == pytest.approx(s_top[tok], abs=1e-3), tok
     assert l_entry["logprob"] == pytest.approx(s_entry["logprob"], abs=1e-3)
+
+
+# ---- sampling pinned: a checkpoint's generation_config.json changes nothing --------------------------------------
+
+
+def test_a_checkpoints_generation_config_does_not_change_decoding(vllm_server, tmp_path):
+    """The tiny model again, its generation_config.json now asking for repetition_penalty 1.3 and top_k 1 (Qwen's
+    published checkpoints ship 1.05 and 1), served the way vLLM serves by default (``--generation-config auto``,
+    i.e. without the deploy files' flag). The HTTP engine's request bodies give the same texts and logprobs as on
+    the same weights without those defaults; a body that leaves the fields out does not (so the file is in force)."""
+    import shutil
+
+    from vllm_server import VLLMServer
+
+    from spec_vetting.engines.http.wire import PINNED_SAMPLING_FIELDS, chat_request_body, parse_chat_response
+
+    model = tmp_path / "model"
+    shutil.copytree(vllm_server.model_dir, model)
+    config = json.loads((model / "generation_config.json").read_text())
+    config.update(repetition_penalty=1.3, top_k=1, temperature=0.1, top_p=0.5)
+    (model / "generation_config.json").write_text(json.dumps(config))
+    server = VLLMServer(model, tmp_path / "server.log", generation_config="auto").start()
+    try:
+        server.wait_healthy()
+        full, zoom1, _ = _pictures()
+        messages = [*build_initial_messages(get_task("cv"), full), assistant_message(TURN1),
+                    tool_response_message(TOOL1, zoom1)]
+        bodies = {
+            "greedy": chat_request_body(messages, model=SERVED_NAME,
+                                        sampling=Sampling(max_tokens=48, logprobs=True, top_logprobs=5)),
+            "sampled": chat_request_body(messages, model=SERVED_NAME,
+                                         sampling=Sampling(temperature=1.0, seed=11, max_tokens=48, logprobs=True,
+                                                           top_logprobs=5)),
+        }
+
+        def ask(url, body):
+            r = httpx.post(url + "/chat/completions", json=body, timeout=300)
+            assert r.status_code == 200, r.text
+            data = r.json()
+            content = data["choices"][0]["logprobs"]["content"]
+            return parse_chat_response(data).text, [e["token"] for e in content], [e["logprob"] for e in content]
+
+        for name, body in bodies.items():
+            plain_text, plain_tokens, plain_lp = ask(vllm_server.base_url, body)
+            text, tokens, lp = ask(server.base_url, body)
+            assert (text, tokens) == (plain_text, plain_tokens), name
+            assert lp == pytest.approx(plain_lp, abs=1e-4), name
+        # the file is in force for a body that leaves the fields out: sampled with top_k 1 it decodes greedily
+        bare = {k: v for k, v in bodies["sampled"].items() if k not in PINNED_SAMPLING_FIELDS or k == "temperature"}
+        assert ask(server.base_url, bare)[1] != ask(vllm_server.base_url, bare)[1]
+    finally:
+        server.stop()

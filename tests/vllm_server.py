@@ -55,13 +55,16 @@ class VLLMServer:
     """
 
     def __init__(self, model_dir: Path, log_path: Path, *, served_name: str = SERVED_NAME,
-                 venv: Path = VLLM_VENV, max_model_len: int = 4096, extra_args: tuple[str, ...] = ()):
+                 venv: Path = VLLM_VENV, max_model_len: int = 4096, extra_args: tuple[str, ...] = (),
+                 generation_config: str = "vllm"):
         self.model_dir = Path(model_dir).resolve()  # the server runs in the log's folder
         self.log_path = Path(log_path)
         self.served_name = served_name
         self.venv = Path(venv)
         self.max_model_len = max_model_len
         self.extra_args = tuple(extra_args)
+        #: "vllm" as every deploy file (the checkpoint's generation_config.json ignored); "auto" is vLLM's default
+        self.generation_config = generation_config
         self.port: int | None = None
         self.process: subprocess.Popen | None = None
         self.start_s: float | None = None  # seconds from the start to the first healthy /health
@@ -85,7 +88,7 @@ class VLLMServer:
             "--chat-template", str(DEPLOY_TEMPLATE),
             "--chat-template-content-format", "openai",
             "--enable-prompt-tokens-details",
-            "--generation-config", "vllm",  # as every deploy file: the checkpoint's sampling defaults stay out
+            "--generation-config", self.generation_config,
             "--enforce-eager",  # no torch.compile: starts in a minute instead of several
             *self.extra_args,
         ]

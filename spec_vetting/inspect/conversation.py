@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from ..chat_stream import trained_stream_text
 from ..protocol import IMAGE_MARKUP, TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, cut_tool_text, system_text
 from ..types import ImagePart, Message, TextPart
 from .tasks import Task
@@ -52,11 +53,6 @@ def tool_response_message(text: str, image_png: bytes | None = None) -> Message:
 
 def render_text(messages: list[Message], *, image_markup: str = IMAGE_MARKUP,
                 add_generation_prompt: bool = True) -> str:
-    """The conversation as a Qwen2.5 chat template re-renders it (protocol 2.8): for logs, tests and debugging."""
-    out = []
-    for m in messages:
-        body = "".join(image_markup if isinstance(p, ImagePart) else p.text for p in m.parts)
-        out.append(f"<|im_start|>{m.role}\n{body}<|im_end|>\n")
-    if add_generation_prompt:
-        out.append("<|im_start|>assistant\n")
-    return "".join(out)
+    """The conversation as the text of the token stream training built (and the shipped template renders): for
+    logs, tests and debugging (:func:`spec_vetting.chat_stream.trained_stream_text`)."""
+    return trained_stream_text(messages, image_markup=image_markup, add_generation_prompt=add_generation_prompt)
