@@ -23,6 +23,8 @@ sent as the assistant text, a ``dict`` as the whole response JSON. (The tiny Qwe
 in tests/test_vllm_server.py, not here: this server is for faults.) ``p_yes`` sets the probability reported in
 ``logprobs`` for the token after ``\\boxed{`` when a request asks for logprobs. ``usage=False`` leaves usage out;
 ``cached_tokens=False`` leaves ``prompt_tokens_details`` out. For benchmarks: several servers with ``delay_s``.
+``chat_template=TEXT`` adds ``POST /tokenize`` and ``/detokenize`` as vLLM has them: chat messages are rendered with
+that Jinja template, and every character is one token (its code point), a prompt likewise.
 """
 
 from __future__ import annotations
@@ -138,8 +140,9 @@ def _logprobs_for(text: str, p_yes: float) -> dict | None:
 class FakeOpenAIServer:
     def __init__(self, reply: ReplyFn | None = None, *, model: str = "fake-spec-o3", delay_s: float = 0.0,
                  p_yes: float = 0.9, usage: bool = True, cached_tokens: bool = True, model_info: bool = True,
-                 health_endpoint: bool = True):
+                 health_endpoint: bool = True, chat_template: str | None = None):
         self.reply = reply or spec_o3_reply
+        self.chat_template = chat_template
         self.model = model
         self.delay_s = delay_s
         self.p_yes = p_yes
@@ -243,6 +246,23 @@ class FakeOpenAIServer:
         return data
 
 
+def _tokenize(template: str, path: str, body: dict) -> dict:
+    """vLLM's /tokenize and /detokenize with one token per character (code point)."""
+    if path == "/detokenize":
+        return {"prompt": "".join(chr(t) for t in body.get("tokens") or [])}
+    if "messages" in body:
+        import jinja2
+
+        env = jinja2.Environment()
+        env.filters["tojson"] = lambda v: json.dumps(v, ensure_ascii=False)
+        text = env.from_string(template).render(messages=body["messages"],
+                                                 add_generation_prompt=body.get("add_generation_prompt", True))
+    else:
+        text = body.get("prompt") or ""
+    tokens = [ord(c) for c in text]
+    return {"tokens": tokens, "count": len(tokens), "max_model_len": 34816}
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeOpenAIServer
     protocol_version = "HTTP/1.1"
@@ -290,6 +310,9 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             body = None
         srv._record(RecordedRequest("POST", self.path, dict(self.headers), body, time.time()))
+        if self.path in ("/tokenize", "/detokenize") and srv.chat_template is not None and isinstance(body, dict):
+            self._send_json(200, _tokenize(srv.chat_template, self.path, body))
+            return
         if self.path != "/v1/chat/completions":
             self._send_json(404, {"error": f"no route {self.path}"})
             return

@@ -39,3 +39,65 @@ def test_check_json_and_wrong_model():
     assert res.exit_code == 1
     report = json.loads(res.output.strip().splitlines()[0])
     assert report["ok"] is False and "not served here" in report["problem"]
+
+
+# ---- the chat template and the sampling, checked per endpoint ------------------------------------------------------
+
+from pathlib import Path  # noqa: E402
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+SHIPPED = (DEPLOY / "chat_template.jinja").read_text()
+STOCK = (DEPLOY / "chat_template_stock.jinja").read_text()
+
+
+def test_check_tells_an_exact_template_from_a_stock_one_with_the_difference_shown():
+    with FakeOpenAIServer(chat_template=SHIPPED) as exact, FakeOpenAIServer(chat_template=STOCK) as stock, \
+            FakeOpenAIServer() as unknown:
+        res = CliRunner().invoke(main, ["endpoints", "check", exact.base_url, stock.base_url, unknown.base_url,
+                                        "--json", "--timeout", "5"])
+        stock_chats = stock.chat_requests
+    reports = [json.loads(line) for line in res.output.strip().splitlines()]
+    assert res.exit_code == 1, res.output
+    assert reports[0]["ok"] and reports[0]["template_exact"] is True
+    # the sampling it will apply: training's, pinned on every request
+    assert reports[0]["sampling"] == {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0,
+                                      "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    bad = reports[1]
+    assert not bad["ok"] and bad["template_exact"] is False and not stock_chats  # refused before any chat
+    # the difference shown: the stock template's newline after the assistant's <|im_end|>, one per assistant turn
+    assert "one extra token per assistant turn" in bad["problem"]
+    served, trained = bad["problem"].split("; served ", 1)[1].split(" where training had ", 1)
+    assert "\\n" in served and "\\n" not in trained.split(".")[0]  # (the fake's tokens are characters)
+    assert "--chat-template deploy/chat_template.jinja" in bad["problem"]
+    # a server without /tokenize cannot be checked: said, not failed
+    assert reports[2]["ok"] and reports[2]["template_exact"] is None
+    assert "/tokenize does not exist" in reports[2]["template_detail"]
+
+
+def test_check_names_a_sampling_field_the_server_refuses():
+    with FakeOpenAIServer() as srv:
+        srv.always = Fault.status(400, "Unrecognized request argument supplied: repetition_penalty")
+        res = CliRunner().invoke(main, ["endpoints", "check", srv.base_url, "--json", "--timeout", "5"])
+    report = json.loads(res.output.strip().splitlines()[0])
+    assert res.exit_code == 1 and not report["ok"]
+    assert "refused the pinned sampling field(s) repetition_penalty" in report["problem"]
+
+
+def test_run_refuses_an_inexact_template_unless_allowed(tmp_path, monkeypatch, no_job_env):
+    from spec_vetting.fixtures.examples import write_examples
+
+    monkeypatch.chdir(tmp_path)
+    write_examples(tmp_path / "ex", n=1, seed=1)
+    with FakeOpenAIServer(chat_template=STOCK) as stock:
+        args = ["run", "--candidates", str(tmp_path / "ex" / "candidates.csv"), "--task", "cv", "--endpoint",
+                stock.base_url, "--out", "cat", "--threads", "--workers", "1", "--no-dashboard"]
+        refused = CliRunner().invoke(main, args)
+        assert refused.exit_code == 2, refused.output
+        assert stock.base_url in refused.output and "--allow-inexact-template" in refused.output
+        assert not stock.chat_requests
+        allowed = CliRunner().invoke(main, [*args, "--allow-inexact-template"])
+    assert allowed.exit_code == 0, allowed.output
+    manifest = json.loads(next((tmp_path / "cat" / "_runs").glob("*/manifest.json")).read_text())
+    assert manifest["job"]["engine"]["allow_inexact_template"] is True
+    (check,) = manifest["engine"]["model_info"]["rendering"].values()
+    assert check["exact"] is False and check["served_tokens"] > check["trained_tokens"]

@@ -49,6 +49,9 @@ JOB_OPTIONS = [
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
     _job_option("engine.timeout_s", "--timeout", type=float,
                 help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
+    _job_option("engine.allow_inexact_template", "--allow-inexact-template/--exact-template-only",
+                help="Run on endpoints whose chat template differs from training's token stream (refused by "
+                "default; see `spec-vet endpoints check`)."),
     _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
                 help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
     _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),

@@ -67,6 +67,12 @@ class EngineConfig(_Strict):
     options: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword options for the engine (e.g. device, dtype, batch for local)"
     )
+    allow_inexact_template: bool = Field(
+        False,
+        description="run on endpoints whose chat template does not render training's token stream (checked with "
+        "the server's /tokenize at the start; e.g. a server started without --chat-template "
+        "deploy/chat_template.jinja): the published accuracy may not carry over; recorded in the manifest",
+    )
 
     @property
     def resolved_name(self) -> str:

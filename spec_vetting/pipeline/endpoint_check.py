@@ -1,4 +1,10 @@
-"""Check model endpoints before a run: health, model identity, image support, one short smoke inspection.
+"""Check model endpoints before a run: health, model identity, chat template, sampling, image support, one short
+smoke inspection.
+
+The chat template is checked with the server's own tokenizer (``/tokenize``, :mod:`spec_vetting.engines.http.
+fidelity`): a template that does not render training's token stream fails the check with the difference shown. The
+sampling reported is what every request pins (the server's and the checkpoint's defaults cannot apply); a server
+that refuses one of those fields fails the smoke inspection, and the check names the field.
 
 Each endpoint is checked on its own (an engine of one endpoint), so one line can say exactly what is wrong where.
 The smoke inspection is a real inspection of a synthetic cataclysmic-variable spectrum with a small turn and token
@@ -13,6 +19,8 @@ import time
 from dataclasses import dataclass, field
 
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
+from ..engines.http.fidelity import pinned_sampling
+from ..engines.http.wire import PINNED_SAMPLING_FIELDS
 from ..errors import SpecVettingError
 from ..fixtures.synthetic import make_spectrum
 from ..inspect.loop import run_inspection
@@ -36,6 +44,12 @@ class EndpointReport:
     smoke_turns: int = 0
     smoke_seconds: float = 0.0
     cached_tokens_reported: bool | None = None
+    #: the chat template renders training's token stream: True, False (``template_detail`` says where not), None
+    #: (not checkable: no /tokenize)
+    template_exact: bool | None = None
+    template_detail: str | None = None
+    #: the sampling every request carries
+    sampling: dict = field(default_factory=dict)
     problem: str | None = None
 
     def line(self) -> str:
@@ -43,8 +57,12 @@ class EndpointReport:
             return f"FAIL {self.endpoint}: {self.problem}"
         cache = {True: "cached tokens reported", False: "no cached-token usage (prefix cache report off?)",
                  None: "usage not reported"}[self.cached_tokens_reported]
-        return (f"OK   {self.endpoint}: model {self.model}, images accepted, smoke inspection {self.smoke_verdict} "
-                f"in {self.smoke_turns} turn(s), {self.smoke_seconds:.1f} s, {cache}")
+        template = {True: "chat template exact", None: f"chat template NOT CHECKED ({self.template_detail})",
+                    False: "chat template inexact"}[self.template_exact]
+        sampling = ", ".join(f"{k} {v:g}" for k, v in self.sampling.items())
+        return (f"OK   {self.endpoint}: model {self.model}, {template}, images accepted, smoke inspection "
+                f"{self.smoke_verdict} in {self.smoke_turns} turn(s), {self.smoke_seconds:.1f} s, {cache}; "
+                f"sampling pinned: {sampling}")
 
 
 async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -71,6 +89,13 @@ async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float
         if model and report.served_models and model not in report.served_models:
             report.problem = f"model {model!r} is not served here (served: {', '.join(report.served_models)})"
             return report
+        rendering = (await engine.rendering_checks()).get(engine.endpoints[0])
+        if rendering is not None:
+            report.template_exact, report.template_detail = rendering.exact, rendering.detail
+        report.sampling = pinned_sampling()
+        if report.template_exact is False:
+            report.problem = rendering.detail + " (or run with --allow-inexact-template)"
+            return report
         spectrum = make_spectrum("cv", seed=0)
         ctx = InspectionContext(candidate_id="endpoint-check", task=SMOKE_TASK, run_id="endpoint-check",
                                 spectrum=spectrum, redshift=spectrum.meta.redshift)
@@ -83,7 +108,11 @@ async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float
         if result.verdict == "ERROR":
             msg = result.error_message or result.error_kind or "unknown error"
             image_words = ("image", "multimodal", "vision", "image_url")
-            if any(w in msg.lower() for w in image_words):
+            refused = [f for f in PINNED_SAMPLING_FIELDS if f in msg]
+            if refused:
+                report.problem = (f"the server refused the pinned sampling field(s) {', '.join(refused)}: {msg}. "
+                                  "spec-vet sends training's sampling on every request; serve with vLLM or SGLang")
+            elif any(w in msg.lower() for w in image_words):
                 report.images_ok = False
                 report.problem = f"the server refused the picture (is it a vision model?): {msg}"
             else:

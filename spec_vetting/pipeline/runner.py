@@ -120,7 +120,11 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
     async def probe():
         await engine.start()
         try:
-            return engine.identity()
+            identity = engine.identity()
+            checks = getattr(engine, "rendering_checks", None)
+            if checks is not None:  # model engines behind a chat template: is it training's token stream?
+                identity.model_info["rendering"] = {e: c.as_dict() for e, c in (await checks()).items()}
+            return identity
         finally:
             await engine.close()
 
@@ -130,6 +134,25 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
         raise
     except Exception as exc:
         raise RunFailedError(f"the {name} engine could not start: {exc}. Check the endpoints and rerun") from exc
+
+
+def check_rendering_fidelity(identity: EngineIdentity, allow_inexact: bool, echo) -> None:
+    """Refuse endpoints whose chat template is not training's (exit 2), unless the job allows it; say which could
+    not be checked. The checks themselves are in ``identity.model_info["rendering"]`` (recorded in the manifest)."""
+    checks = identity.model_info.get("rendering") or {}
+    inexact = {e: c["detail"] for e, c in checks.items() if c.get("exact") is False}
+    for e, c in checks.items():
+        if c.get("exact") is None:
+            echo(f"warning: {e}: {c['detail']}")
+    if not inexact:
+        return
+    lines = "; ".join(f"{e}: {d}" for e, d in inexact.items())
+    if allow_inexact:
+        echo(f"warning: running on inexact chat templates (--allow-inexact-template): {lines}")
+        return
+    raise ConfigError(f"{len(inexact)} endpoint(s) do not render the conversation as the model was trained: {lines}. "
+                      "Restart them with the shipped template (deploy/vllm/launch.sh or deploy/sglang/launch.sh do), "
+                      "or pass --allow-inexact-template to run anyway (recorded in the run's manifest)")
 
 
 def _identity_key(engine: str | None, engine_version: str | None, model: str | None) -> tuple:
@@ -370,6 +393,7 @@ def run_job(
     try:
         # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
         identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
+        check_rendering_fidelity(identity, job.engine.allow_inexact_template, echo)
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))

@@ -28,6 +28,7 @@ from ...engine_interface import Engine, EngineSession
 from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
+from .fidelity import RenderingCheck, check_rendering
 from .retry import (
     DEFAULT_MAX_RETRIES,
     INITIAL_BACKOFF_S,
@@ -236,6 +237,13 @@ class OpenAIEngine(Engine):
     def identity(self) -> EngineIdentity:
         return EngineIdentity(engine=self.name, engine_version=f"spec-vetting {__version__} openai-http",
                               model=self.model, model_info=dict(self._model_info))
+
+    async def rendering_checks(self) -> dict[str, RenderingCheck]:
+        """Per healthy endpoint: does its chat template render training's token stream (:mod:`.fidelity`)?"""
+        endpoints = self.router.healthy
+        checks = await asyncio.gather(*(check_rendering(self._client, e, self.model, headers=self._auth_headers())
+                                        for e in endpoints))
+        return dict(zip(endpoints, checks, strict=True))
 
     def session(self, ctx: InspectionContext) -> EngineSession:
         return _OpenAISession(self, ctx)

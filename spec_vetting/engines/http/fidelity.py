@@ -1,0 +1,118 @@
+"""Does an endpoint render the conversation as training built it? Asked of the server's own tokenizer.
+
+The client cannot tokenize (it holds no tokenizer), but a server with ``POST /tokenize`` (vLLM; SGLang where it
+has one) can do both halves: tokenize the chat messages the way it renders every request (its chat template), and
+tokenize the text of training's stream for the same messages (:func:`spec_vetting.chat_stream.trained_stream_text`)
+as a plain prompt. The same ids mean the served template is exact; a difference is shown as the text around the
+first token that differs (``/detokenize``), which for a stock template is the newline after an assistant turn.
+
+The probe conversation holds every kind of turn a conversation has (system with the tools block, the task, a zoom
+turn, an image-less tool answer, a second assistant turn) but no picture: image tokens are the processor's business
+(tests/test_model_pictures.py), not the template's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from ...chat_stream import trained_stream_text
+from ...protocol import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, system_text
+from ...types import Message, Sampling, TextPart
+from .routing import server_root
+from .wire import messages_to_wire, sampling_fields
+
+PROBE_TASK = "\nAnalyze the provided spectrum to determine if it is a **White Dwarf**."
+PROBE_ZOOM = ('<think>Check the Balmer lines.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", '
+              '"arguments": {"label": "H\u03b2", "wavelength_range": [4800, 4920]}}\n</tool_call>')
+PROBE_TOOL = ("Error: The specified wavelength range [4800, 4920] is invalid or outside the available data range "
+              "[5000.0, 9000.0].")
+PROBE_SECOND = ('<think>Try H\u03b1.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
+                '{"wavelength_range": [6500, 6620]}}\n</tool_call>')
+
+
+def probe_messages() -> list[Message]:
+    return [
+        Message("system", [TextPart(system_text())]),
+        Message("user", [TextPart(PROBE_TASK)]),
+        Message("assistant", [TextPart(PROBE_ZOOM)]),
+        Message("user", [TextPart(TOOL_RESPONSE_OPEN + PROBE_TOOL + TOOL_RESPONSE_CLOSE)]),
+        Message("assistant", [TextPart(PROBE_SECOND)]),
+        Message("user", [TextPart(TOOL_RESPONSE_OPEN + PROBE_TOOL + TOOL_RESPONSE_CLOSE)]),
+    ]
+
+
+@dataclass
+class RenderingCheck:
+    """One endpoint's answer. ``exact`` None: not verifiable (the server has no /tokenize)."""
+
+    exact: bool | None
+    detail: str
+    served_tokens: int | None = None
+    trained_tokens: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"exact": self.exact, "detail": self.detail, "served_tokens": self.served_tokens,
+                "trained_tokens": self.trained_tokens}
+
+
+def _tokens(data: Any) -> list[int] | None:
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
+        return tokens
+    return None
+
+
+async def _detokenize(client: httpx.AsyncClient, root: str, model: str | None, tokens: list[int],
+                      headers: dict) -> str | None:
+    try:
+        r = await client.post(f"{root}/detokenize", json={"model": model, "tokens": tokens}, headers=headers)
+    except httpx.HTTPError:
+        return None
+    data = r.json() if r.status_code == 200 else None
+    prompt = data.get("prompt") if isinstance(data, dict) else None
+    return prompt if isinstance(prompt, str) else None
+
+
+async def check_rendering(client: httpx.AsyncClient, base_url: str, model: str | None, *,
+                          headers: dict | None = None) -> RenderingCheck:
+    """Compare the server's rendering of :func:`probe_messages` with training's stream, token for token."""
+    headers = headers or {}
+    root = server_root(base_url)
+    messages = probe_messages()
+    try:
+        served = await client.post(f"{root}/tokenize", headers=headers, json={
+            "model": model, "messages": messages_to_wire(messages), "add_generation_prompt": True})
+        if served.status_code in (404, 405):
+            return RenderingCheck(None, f"{root}/tokenize does not exist here: the chat template cannot be checked "
+                                        "(start the server with --chat-template deploy/chat_template.jinja)")
+        trained = await client.post(f"{root}/tokenize", headers=headers, json={
+            "model": model, "prompt": trained_stream_text(messages), "add_special_tokens": False})
+    except httpx.HTTPError as exc:
+        return RenderingCheck(None, f"{root}/tokenize did not answer ({type(exc).__name__}): rendering not checked")
+    a = _tokens(served.json()) if served.status_code == 200 else None
+    b = _tokens(trained.json()) if trained.status_code == 200 else None
+    if a is None or b is None:
+        bad = served if a is None else trained
+        return RenderingCheck(None, f"{root}/tokenize answered HTTP {bad.status_code} without token ids: "
+                                    "rendering not checked")
+    if a == b:
+        return RenderingCheck(True, f"renders training's token stream exactly ({len(a)} tokens)", len(a), len(b))
+    k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    served_text = await _detokenize(client, root, model, a[max(0, k - 6):k + 4], headers)
+    trained_text = await _detokenize(client, root, model, b[max(0, k - 6):k + 4], headers)
+    where = (f"; served {served_text!r} where training had {trained_text!r}"
+             if served_text is not None and trained_text is not None else "")
+    turns = sum(m.role == "assistant" for m in messages)
+    hint = (" (one extra token per assistant turn: a stock template's newline after <|im_end|>)"
+            if len(a) - len(b) == turns else "")
+    return RenderingCheck(False, f"the chat template differs from training at token {k}: {len(a)} tokens served, "
+                                 f"{len(b)} in training{hint}{where}. Start the server with --chat-template "
+                                 "deploy/chat_template.jinja", len(a), len(b))
+
+
+def pinned_sampling(sampling: Sampling | None = None) -> dict[str, Any]:
+    """The sampling every request carries (what the endpoint will apply, whatever its own defaults)."""
+    return sampling_fields(sampling or Sampling())
