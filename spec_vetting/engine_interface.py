@@ -24,6 +24,13 @@ class EngineSession(abc.ABC):
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         """The next assistant text for ``messages`` (which end with a user message)."""
 
+    async def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` (special tokens as written) under the model's tokenizer; None when not known.
+
+        The loop uses it to set each turn's max_tokens to the token, as training did (what is left of the context).
+        """
+        return None
+
     async def __aenter__(self) -> EngineSession:
         return self
 

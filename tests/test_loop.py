@@ -329,3 +329,48 @@ def test_recovered_verdict_comes_only_from_what_the_model_wrote():
     spoken = [silent[0], Turn(index=1, assistant_text="<think>so the answer is yes</think>", usage=Usage())]
     reading, _, _ = read_trajectory(spoken)
     assert reading.verdict is None and reading.recovered_verdict == "YES"
+
+
+def test_each_turn_gets_what_is_left_of_the_context_to_the_token():
+    """Training: max_new_tokens = min(32768, 34816 - len(prompt_ids) - 1). With an engine that counts tokens, the
+    next turn's context is the last prompt + completion + the tool turn's own ids (its pictures widened)."""
+    import asyncio
+    import re
+
+    from spec_vetting.engines.scripted import ScriptedEngine
+    from spec_vetting.fixtures.synthetic import make_spectrum
+    from spec_vetting.inspect.loop import run_inspection
+    from spec_vetting.inspect.tasks import get_task
+    from spec_vetting.render.tokens import image_tokens
+    from spec_vetting.types import EngineReply, InspectionContext, Usage
+
+    zoom = ('<think>z</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
+            '{"wavelength_range": [6500, 6600]}}\n</tool_call>')
+    counted = []
+
+    class Counting(ScriptedEngine):
+        def session(self, ctx):
+            s = super().session(ctx)
+
+            async def count_tokens(text):  # one token per character, a special token <|...|> is one
+                counted.append(text)
+                return len(re.sub(r"<\|[a-z_]+\|>", "#", text))
+
+            s.count_tokens = count_tokens
+            return s
+
+    # turn 0 used 33000 tokens of context: the second turn has 34816 - (33000 + 100 + tool) - 1 left
+    engine = Counting([EngineReply(zoom, Usage(33000, 100), endpoint="x"),
+                       EngineReply("<answer>\\boxed{NO}</answer>", Usage(33500, 5), endpoint="x")])
+    spectrum = make_spectrum("cv", seed=3)
+    ctx = InspectionContext(candidate_id="c1", task="cv", spectrum=spectrum, redshift=spectrum.meta.redshift)
+    result = asyncio.run(run_inspection(ctx, get_task("cv"), engine))
+    (text,) = counted
+    assert text.startswith("<|im_start|>user\n<tool_response>\n<|vision_start|><|image_pad|><|vision_end|>")
+    assert text.endswith("\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    png = result.turns[0].image_png
+    w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    # the one <|image_pad|> widened to the picture's tokens
+    tool = len(re.sub(r"<\|[a-z_]+\|>", "#", text)) - 1 + image_tokens(w, h)
+    assert engine.calls[0].sampling.max_tokens == 32768
+    assert engine.calls[1].sampling.max_tokens == 34816 - (33000 + 100 + tool) - 1

@@ -21,7 +21,9 @@ from ..answers import locate_verdict, read_answer, trajectory_text
 from ..engine_interface import Engine
 from ..errors import EndpointUnavailableError, SpecVettingError
 from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS, turn_max_tokens
-from ..types import EngineReply, InspectionContext, InspectionResult, Sampling, ToolCall, Turn
+from ..chat_stream import trained_stream_text
+from ..render.tokens import image_tokens
+from ..types import EngineReply, ImagePart, InspectionContext, InspectionResult, Sampling, ToolCall, Turn
 from .conversation import assistant_message, build_initial_messages, tool_response_message
 from .parsing import has_answer_block, parse_tool_call
 from .tasks import Task
@@ -154,11 +156,15 @@ class _TimeBudget:
 
 
 def _image_tokens(png: bytes | None) -> int:
-    """Qwen2.5-VL tokens of one picture: one per 28x28 block after rounding the size to multiples of 28."""
+    """Qwen2.5-VL tokens of one picture with its markup: one per 28x28 block after the processor's resize, plus
+    ``<|vision_start|>`` and ``<|vision_end|>``."""
     if not png or len(png) < 24 or png[:8] != b"\x89PNG\r\n\x1a\n":
         return 0
     w, h = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    return max(1, round(w / 28)) * max(1, round(h / 28)) + 2
+    try:
+        return image_tokens(w, h) + 2
+    except SpecVettingError:  # a size the processor refuses: the server will say so
+        return 0
 
 
 def _tool_tokens_estimate(t: Turn) -> int:
@@ -181,18 +187,32 @@ def response_tokens_used(turns: list[Turn], first_prompt: int | None) -> int:
     return gen + sum(_tool_tokens_estimate(t) for t in turns[:-1])
 
 
-def _context_estimate(turns: list[Turn]) -> int | None:
-    """Length of the next request's conversation: the last one's prompt and completion plus the tool answer."""
+def _context_estimate(turns: list[Turn], tool_tokens: int | None = None) -> int | None:
+    """Length of the next request's conversation: the last one's prompt and completion plus the tool answer
+    (``tool_tokens`` when the engine counted that turn, else estimated)."""
     if not turns:
         return None
     last = turns[-1]
     if last.usage.prompt_tokens is None or last.usage.completion_tokens is None:
         return None
-    return last.usage.prompt_tokens + last.usage.completion_tokens + _tool_tokens_estimate(last)
+    tool = tool_tokens if tool_tokens is not None else _tool_tokens_estimate(last)
+    return last.usage.prompt_tokens + last.usage.completion_tokens + tool
 
 
-def _turn_sampling(sampling: Sampling, turns: list[Turn]) -> Sampling:
-    limit = turn_max_tokens(_context_estimate(turns))
+async def tool_turn_tokens(session, message) -> int | None:
+    """Tokens the tool turn adds to the conversation, as training counted them (its ids, each picture widened to its
+    image tokens): the turn's text in training's stream counted by the engine's tokenizer, None when it has none."""
+    text = trained_stream_text([message], add_generation_prompt=True)
+    n = await session.count_tokens(text)
+    if n is None:
+        return None
+    pictures = [p.png for p in message.parts if isinstance(p, ImagePart)]
+    # each <|image_pad|> of the markup stands for one token per 28x28 block of the picture
+    return n + sum(max(0, _image_tokens(png) - 2) - 1 for png in pictures)
+
+
+def _turn_sampling(sampling: Sampling, turns: list[Turn], tool_tokens: int | None = None) -> Sampling:
+    limit = turn_max_tokens(_context_estimate(turns, tool_tokens))
     if sampling.max_tokens is not None:  # a cap below training's (a deviation the job asked for)
         limit = min(limit, int(sampling.max_tokens))
     return dataclasses.replace(sampling, max_tokens=limit)
@@ -208,6 +228,7 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
     end_reason: str | None = None
     last_reply: EngineReply | None = None
     first_prompt: int | None = None
+    tool_tokens: int | None = None  # of the last tool turn, when the engine can count them
     async with engine.session(ctx) as session:
         budget.start()  # a rerun keeps the deadline of the first attempt
         deadline = budget.deadline
@@ -215,7 +236,8 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
             if deadline is not None and time.monotonic() >= deadline:
                 raise _Stop("time budget spent before an answer")
             t0 = time.monotonic()
-            request = session.complete(list(messages), turn=turn, sampling=_turn_sampling(sampling, result.turns))
+            request = session.complete(list(messages), turn=turn,
+                                       sampling=_turn_sampling(sampling, result.turns, tool_tokens))
             try:
                 reply: EngineReply = (await asyncio.wait_for(request, deadline - t0) if deadline is not None
                                       else await request)
@@ -250,6 +272,7 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
             rec.zoom_window = zr.window
             messages.append(assistant_message(rec.assistant_text))
             messages.append(tool_response_message(zr.text, zr.image_png))
+            tool_tokens = await tool_turn_tokens(session, messages[-1])
     reading, text, p_yes = read_trajectory(result.turns, p_yes_by_turn)
     result.status, result.fallback, result.justification = reading.status, reading.fallback, reading.justification
     if reading.verdict is not None:

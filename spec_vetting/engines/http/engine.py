@@ -95,6 +95,10 @@ class _OpenAISession(EngineSession):
             self.engine.router.release(self.endpoint)
             self.endpoint = None
 
+    async def count_tokens(self, text: str) -> int | None:
+        """The endpoint's own tokenizer (``POST /tokenize``, vLLM and SGLang), cached; None where there is none."""
+        return await self.engine.count_tokens(self.endpoint, text)
+
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         eng, url = self.engine, self.endpoint
         body = chat_request_body(messages, model=eng.model, sampling=sampling, encode_image=self.encode_image)
@@ -161,6 +165,8 @@ class OpenAIEngine(Engine):
         self._rng = random.Random(seed)
         self._client: httpx.AsyncClient | None = None
         self._model_info: dict[str, Any] = {}
+        self._token_counts: dict[tuple[str, str], int] = {}
+        self._no_tokenize: set[str] = set()
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"
@@ -237,6 +243,27 @@ class OpenAIEngine(Engine):
     def identity(self) -> EngineIdentity:
         return EngineIdentity(engine=self.name, engine_version=f"spec-vetting {__version__} openai-http",
                               model=self.model, model_info=dict(self._model_info))
+
+    async def count_tokens(self, endpoint: str, text: str) -> int | None:
+        if endpoint in self._no_tokenize or self._client is None:
+            return None
+        key = (endpoint, text)
+        if key in self._token_counts:
+            return self._token_counts[key]
+        try:
+            r = await self._client.post(f"{server_root(endpoint)}/tokenize", headers=self._auth_headers(),
+                                        json={"model": self.model, "prompt": text, "add_special_tokens": False},
+                                        timeout=min(self.timeout.read or 30, 30))
+            count = r.json().get("count") if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            count = None
+        if not isinstance(count, int):
+            self._no_tokenize.add(endpoint)  # asked once: this endpoint's turns are estimated
+            return None
+        if len(self._token_counts) > 4096:  # tool turns repeat (the same texts): a small memo is enough
+            self._token_counts.clear()
+        self._token_counts[key] = count
+        return count
 
     async def rendering_checks(self) -> dict[str, RenderingCheck]:
         """Per healthy endpoint: does its chat template render training's token stream (:mod:`.fidelity`)?"""

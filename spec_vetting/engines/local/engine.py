@@ -515,6 +515,10 @@ class _LocalSession(EngineSession):
         self.engine = engine
         self.ctx = ctx
 
+    async def count_tokens(self, text: str) -> int | None:
+        tok = self.engine.tokenizer
+        return None if tok is None else len(tok(text, add_special_tokens=False)["input_ids"])
+
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         request = GenerationRequest(openai_messages(messages), sampling)
         try:
