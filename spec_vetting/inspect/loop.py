@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..answers import locate_verdict, read_answer, trajectory_text
+from ..chat_stream import trained_stream_text
 from ..engine_interface import Engine
 from ..errors import EndpointUnavailableError, SpecVettingError
 from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS, turn_max_tokens
-from ..chat_stream import trained_stream_text
 from ..render.tokens import image_tokens
 from ..types import EngineReply, ImagePart, InspectionContext, InspectionResult, Sampling, ToolCall, Turn
 from .conversation import assistant_message, build_initial_messages, tool_response_message
