@@ -25,6 +25,9 @@ in tests/test_vllm_server.py, not here: this server is for faults.) ``p_yes`` se
 ``cached_tokens=False`` leaves ``prompt_tokens_details`` out. For benchmarks: several servers with ``delay_s``.
 ``chat_template=TEXT`` adds ``POST /tokenize`` and ``/detokenize`` as vLLM has them: chat messages are rendered with
 that Jinja template, and every character is one token (its code point), a prompt likewise.
+``refuse_sampling={"top_k"}`` answers 400 to any chat request carrying one of those fields (as OpenAI's API does).
+The one-token sampling probe spec-vet sends before a run (header ``X-Spec-Vet-Probe``) is answered at once: it
+consumes no fault and is not in ``chat_requests`` (it is in ``requests``).
 """
 
 from __future__ import annotations
@@ -140,9 +143,11 @@ def _logprobs_for(text: str, p_yes: float) -> dict | None:
 class FakeOpenAIServer:
     def __init__(self, reply: ReplyFn | None = None, *, model: str = "fake-spec-o3", delay_s: float = 0.0,
                  p_yes: float = 0.9, usage: bool = True, cached_tokens: bool = True, model_info: bool = True,
-                 health_endpoint: bool = True, chat_template: str | None = None):
+                 health_endpoint: bool = True, chat_template: str | None = None,
+                 refuse_sampling: set[str] | frozenset[str] = frozenset()):
         self.reply = reply or spec_o3_reply
         self.chat_template = chat_template
+        self.refuse_sampling = set(refuse_sampling)
         self.model = model
         self.delay_s = delay_s
         self.p_yes = p_yes
@@ -218,7 +223,8 @@ class FakeOpenAIServer:
     @property
     def chat_requests(self) -> list[RecordedRequest]:
         with self._lock:
-            return [r for r in self.requests if r.path.endswith("/chat/completions")]
+            return [r for r in self.requests if r.path.endswith("/chat/completions")
+                    and not any(k.lower() == "x-spec-vet-probe" for k in r.headers)]
 
     def interruptible_sleep(self, seconds: float) -> bool:
         """Sleep unless the server stops first; False when stopped."""
@@ -318,6 +324,14 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if not isinstance(body, dict):
             self._send_json(400, {"error": "body is not JSON"})
+            return
+        refused = sorted(srv.refuse_sampling & set(body))
+        if refused:
+            self._send_json(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
+                                            "type": "invalid_request_error"}})
+            return
+        if self.headers.get("X-Spec-Vet-Probe"):
+            self._send_json(200, srv.completion({**body, "messages": body.get("messages") or []}))
             return
         fault = srv._next_fault()
         if fault is not None and fault.kind == "drop":

@@ -75,12 +75,17 @@ def test_check_tells_an_exact_template_from_a_stock_one_with_the_difference_show
 
 
 def test_check_names_a_sampling_field_the_server_refuses():
-    with FakeOpenAIServer() as srv:
-        srv.always = Fault.status(400, "Unrecognized request argument supplied: repetition_penalty")
+    with FakeOpenAIServer(refuse_sampling={"repetition_penalty"}) as srv:
         res = CliRunner().invoke(main, ["endpoints", "check", srv.base_url, "--json", "--timeout", "5"])
     report = json.loads(res.output.strip().splitlines()[0])
     assert res.exit_code == 1 and not report["ok"]
-    assert "refused the pinned sampling field(s) repetition_penalty" in report["problem"]
+    assert "refuses the pinned sampling field(s) repetition_penalty" in report["problem"]
+    # a refusal met during the smoke inspection (the probe passed) is named too
+    with FakeOpenAIServer() as srv:
+        srv.always = Fault.status(400, "Unrecognized request argument supplied: top_k")
+        res = CliRunner().invoke(main, ["endpoints", "check", srv.base_url, "--json", "--timeout", "5"])
+    report = json.loads(res.output.strip().splitlines()[0])
+    assert res.exit_code == 1 and "refused the pinned sampling field(s) top_k" in report["problem"]
 
 
 def test_run_refuses_an_inexact_template_unless_allowed(tmp_path, monkeypatch, no_job_env):
@@ -99,5 +104,31 @@ def test_run_refuses_an_inexact_template_unless_allowed(tmp_path, monkeypatch, n
     assert allowed.exit_code == 0, allowed.output
     manifest = json.loads(next((tmp_path / "cat" / "_runs").glob("*/manifest.json")).read_text())
     assert manifest["job"]["engine"]["allow_inexact_template"] is True
-    (check,) = manifest["engine"]["model_info"]["rendering"].values()
-    assert check["exact"] is False and check["served_tokens"] > check["trained_tokens"]
+    (check,) = manifest["engine"]["model_info"]["fidelity"].values()
+    assert check["rendering"]["exact"] is False
+    assert check["rendering"]["served_tokens"] > check["rendering"]["trained_tokens"]
+    assert check["sampling"]["accepted"] is True
+
+
+def test_run_refuses_a_server_that_refuses_a_sampling_field_unless_allowed(tmp_path, monkeypatch, no_job_env):
+    """Refused at the start (nothing inspected); allowed, the field is left out of that endpoint's requests only."""
+    from spec_vetting.catalog import read_verdicts
+    from spec_vetting.fixtures.examples import write_examples
+
+    monkeypatch.chdir(tmp_path)
+    write_examples(tmp_path / "ex", n=1, seed=1)
+    with FakeOpenAIServer(refuse_sampling={"top_k", "min_p"}, chat_template=SHIPPED) as srv:
+        args = ["run", "--candidates", str(tmp_path / "ex" / "candidates.csv"), "--task", "cv", "--endpoint",
+                srv.base_url, "--out", "cat", "--threads", "--workers", "1", "--no-dashboard"]
+        refused = CliRunner().invoke(main, args)
+        assert refused.exit_code == 2, refused.output
+        assert "min_p, top_k" in refused.output or "top_k, min_p" in refused.output
+        assert not srv.chat_requests
+        allowed = CliRunner().invoke(main, [*args, "--allow-inexact-template"])
+        bodies = [r.body for r in srv.chat_requests]
+        url = srv.base_url
+    assert allowed.exit_code == 0, allowed.output
+    assert bodies and all("top_k" not in b and "min_p" not in b and b["repetition_penalty"] == 1.0 for b in bodies)
+    assert set(read_verdicts(tmp_path / "cat").column("verdict").to_pylist()) <= {"YES", "NO"}
+    manifest = json.loads(next((tmp_path / "cat" / "_runs").glob("*/manifest.json")).read_text())
+    assert sorted(manifest["job"]["engine"]["options"]["omit_sampling"][url]) == ["min_p", "top_k"]

@@ -89,10 +89,15 @@ async def check_endpoint(url: str, *, model: str | None = None, timeout_s: float
         if model and report.served_models and model not in report.served_models:
             report.problem = f"model {model!r} is not served here (served: {', '.join(report.served_models)})"
             return report
-        rendering = (await engine.rendering_checks()).get(engine.endpoints[0])
+        found = (await engine.fidelity_checks()).get(engine.endpoints[0]) or {}
+        rendering, sampling = found.get("rendering"), found.get("sampling")
         if rendering is not None:
             report.template_exact, report.template_detail = rendering.exact, rendering.detail
         report.sampling = pinned_sampling()
+        if sampling is not None and sampling.accepted is False:
+            report.problem = (f"the server {sampling.detail}: spec-vet sends training's sampling on every request; "
+                              "serve with vLLM or SGLang (or run with --allow-inexact-template)")
+            return report
         if report.template_exact is False:
             report.problem = rendering.detail + " (or run with --allow-inexact-template)"
             return report

@@ -121,9 +121,10 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
         await engine.start()
         try:
             identity = engine.identity()
-            checks = getattr(engine, "rendering_checks", None)
-            if checks is not None:  # model engines behind a chat template: is it training's token stream?
-                identity.model_info["rendering"] = {e: c.as_dict() for e, c in (await checks()).items()}
+            checks = getattr(engine, "fidelity_checks", None)
+            if checks is not None:  # model engines behind a server: its template and its sampling as training's?
+                identity.model_info["fidelity"] = {e: {k: c.as_dict() for k, c in found.items()}
+                                                   for e, found in (await checks()).items()}
             return identity
         finally:
             await engine.close()
@@ -136,23 +137,34 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
         raise RunFailedError(f"the {name} engine could not start: {exc}. Check the endpoints and rerun") from exc
 
 
-def check_rendering_fidelity(identity: EngineIdentity, allow_inexact: bool, echo) -> None:
-    """Refuse endpoints whose chat template is not training's (exit 2), unless the job allows it; say which could
-    not be checked. The checks themselves are in ``identity.model_info["rendering"]`` (recorded in the manifest)."""
-    checks = identity.model_info.get("rendering") or {}
-    inexact = {e: c["detail"] for e, c in checks.items() if c.get("exact") is False}
-    for e, c in checks.items():
-        if c.get("exact") is None:
-            echo(f"warning: {e}: {c['detail']}")
+def check_fidelity(job: JobConfig, identity: EngineIdentity, echo) -> None:
+    """Refuse endpoints whose chat template is not training's, or that refuse a pinned sampling field (exit 2),
+    unless the job allows it (then refused fields are left out of that endpoint's requests, recorded in the job's
+    engine options); say which could not be checked. The checks are in ``identity.model_info["fidelity"]``
+    (recorded in the manifest)."""
+    checks = identity.model_info.get("fidelity") or {}
+    inexact: dict[str, str] = {}
+    refused: dict[str, list[str]] = {}
+    for e, found in checks.items():
+        rendering, sampling = found.get("rendering") or {}, found.get("sampling") or {}
+        if rendering.get("exact") is False:
+            inexact[e] = rendering["detail"]
+        elif rendering.get("exact") is None:
+            echo(f"warning: {e}: {rendering.get('detail')}")
+        if sampling.get("accepted") is False:
+            inexact[e] = "; ".join(x for x in (inexact.get(e), sampling["detail"]) if x)
+            refused[e] = list(sampling.get("refused") or [])
     if not inexact:
         return
     lines = "; ".join(f"{e}: {d}" for e, d in inexact.items())
-    if allow_inexact:
-        echo(f"warning: running on inexact chat templates (--allow-inexact-template): {lines}")
+    if job.engine.allow_inexact_template:
+        echo(f"warning: running where the model is not driven as trained (--allow-inexact-template): {lines}")
+        if refused:
+            job.engine.options["omit_sampling"] = refused
         return
-    raise ConfigError(f"{len(inexact)} endpoint(s) do not render the conversation as the model was trained: {lines}. "
-                      "Restart them with the shipped template (deploy/vllm/launch.sh or deploy/sglang/launch.sh do), "
-                      "or pass --allow-inexact-template to run anyway (recorded in the run's manifest)")
+    raise ConfigError(f"{len(inexact)} endpoint(s) would not drive the model as it was trained: {lines}. Restart "
+                      "them as deploy/vllm/launch.sh or deploy/sglang/launch.sh do (the shipped chat template, vLLM "
+                      "or SGLang), or pass --allow-inexact-template to run anyway (recorded in the run's manifest)")
 
 
 def _identity_key(engine: str | None, engine_version: str | None, model: str | None) -> tuple:
@@ -393,7 +405,7 @@ def run_job(
     try:
         # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
         identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
-        check_rendering_fidelity(identity, job.engine.allow_inexact_template, echo)
+        check_fidelity(job, identity, echo)
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))

@@ -28,7 +28,7 @@ from ...engine_interface import Engine, EngineSession
 from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
-from .fidelity import RenderingCheck, check_rendering
+from .fidelity import check_rendering, check_sampling
 from .retry import (
     DEFAULT_MAX_RETRIES,
     INITIAL_BACKOFF_S,
@@ -102,6 +102,8 @@ class _OpenAISession(EngineSession):
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         eng, url = self.engine, self.endpoint
         body = chat_request_body(messages, model=eng.model, sampling=sampling, encode_image=self.encode_image)
+        for name in eng.omit_sampling.get(url, ()):  # refused by this server; the run allowed it (manifest)
+            body.pop(name, None)
         headers = {**eng._auth_headers(),
                    REQUEST_ID_HEADER: f"{self.ctx.run_id}/{self.ctx.candidate_id}/{turn}",
                    ROUTING_KEY_HEADER: self.ctx.candidate_id}
@@ -148,7 +150,7 @@ class OpenAIEngine(Engine):
                  max_retries: int = DEFAULT_MAX_RETRIES, backoff_initial_s: float = INITIAL_BACKOFF_S,
                  backoff_max_s: float = MAX_BACKOFF_S, health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
                  timeout_retries: int = DEFAULT_TIMEOUT_RETRIES, hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S,
-                 seed: int | None = None):
+                 seed: int | None = None, omit_sampling: dict[str, list[str]] | None = None):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints:
@@ -167,6 +169,8 @@ class OpenAIEngine(Engine):
         self._model_info: dict[str, Any] = {}
         self._token_counts: dict[tuple[str, str], int] = {}
         self._no_tokenize: set[str] = set()
+        #: sampling fields left out per endpoint: only those a server refused, in a run told --allow-inexact-template
+        self.omit_sampling = {normalize_endpoint(e): list(v) for e, v in (omit_sampling or {}).items()}
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"
@@ -265,12 +269,18 @@ class OpenAIEngine(Engine):
         self._token_counts[key] = count
         return count
 
-    async def rendering_checks(self) -> dict[str, RenderingCheck]:
-        """Per healthy endpoint: does its chat template render training's token stream (:mod:`.fidelity`)?"""
+    async def fidelity_checks(self) -> dict[str, dict[str, Any]]:
+        """Per healthy endpoint: does its chat template render training's token stream, and does it take the pinned
+        sampling (:mod:`.fidelity`)? ``{endpoint: {"rendering": RenderingCheck, "sampling": SamplingCheck}}``."""
         endpoints = self.router.healthy
-        checks = await asyncio.gather(*(check_rendering(self._client, e, self.model, headers=self._auth_headers())
-                                        for e in endpoints))
-        return dict(zip(endpoints, checks, strict=True))
+        headers = self._auth_headers()
+
+        async def one(e: str) -> dict[str, Any]:
+            rendering, sampling = await asyncio.gather(check_rendering(self._client, e, self.model, headers=headers),
+                                                       check_sampling(self._client, e, self.model, headers=headers))
+            return {"rendering": rendering, "sampling": sampling}
+
+        return dict(zip(endpoints, await asyncio.gather(*(one(e) for e in endpoints)), strict=True))
 
     def session(self, ctx: InspectionContext) -> EngineSession:
         return _OpenAISession(self, ctx)

@@ -22,7 +22,7 @@ from ...chat_stream import trained_stream_text
 from ...protocol import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, system_text
 from ...types import Message, Sampling, TextPart
 from .routing import server_root
-from .wire import messages_to_wire, sampling_fields
+from .wire import PINNED_SAMPLING_FIELDS, messages_to_wire, sampling_fields
 
 PROBE_TASK = "\nAnalyze the provided spectrum to determine if it is a **White Dwarf**."
 PROBE_ZOOM = ('<think>Check the Balmer lines.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", '
@@ -116,3 +116,51 @@ async def check_rendering(client: httpx.AsyncClient, base_url: str, model: str |
 def pinned_sampling(sampling: Sampling | None = None) -> dict[str, Any]:
     """The sampling every request carries (what the endpoint will apply, whatever its own defaults)."""
     return sampling_fields(sampling or Sampling())
+
+
+#: marks the one-token request that asks whether a server takes the pinned sampling fields (test servers let it
+#: through without counting it as a chat turn)
+PROBE_HEADER = "X-Spec-Vet-Probe"
+
+
+@dataclass
+class SamplingCheck:
+    """Does an endpoint take every pinned sampling field? ``accepted`` None: not known (the probe failed otherwise)."""
+
+    accepted: bool | None
+    refused: list[str]
+    detail: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"accepted": self.accepted, "refused": list(self.refused), "detail": self.detail}
+
+
+async def check_sampling(client: httpx.AsyncClient, base_url: str, model: str | None, *,
+                         headers: dict | None = None) -> SamplingCheck:
+    """Chat completions of one token carrying training's sampling; a 4xx naming pinned fields names them refused,
+    and the probe is repeated without them (a server names one field at a time) until it is taken."""
+    fields = pinned_sampling()
+    refused: list[str] = []
+    last = ""
+    while True:
+        body = {"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1, "stream": False,
+                **{k: v for k, v in fields.items() if k not in refused}}
+        try:
+            r = await client.post(f"{base_url}/chat/completions", json=body,
+                                  headers={**(headers or {}), PROBE_HEADER: "sampling"})
+        except httpx.HTTPError as exc:
+            return SamplingCheck(None, refused, f"the sampling probe did not answer ({type(exc).__name__})")
+        if r.status_code == 200:
+            if not refused:
+                return SamplingCheck(True, [], "takes every pinned sampling field")
+            return SamplingCheck(False, refused, f"refuses the pinned sampling field(s) {', '.join(refused)} "
+                                                 f"({last})")
+        text = r.text[:500]
+        named = [f for f in PINNED_SAMPLING_FIELDS if f in text and f not in refused]
+        if r.status_code not in (400, 422) or not named:
+            if refused:
+                return SamplingCheck(False, refused, f"refuses the pinned sampling field(s) {', '.join(refused)} "
+                                                     f"({last}), and then answered HTTP {r.status_code}")
+            return SamplingCheck(None, [], f"the sampling probe answered HTTP {r.status_code}: not checked")
+        refused += named
+        last = f"HTTP {r.status_code}: {text[:160]}"
