@@ -40,48 +40,8 @@ CHECKPOINT_PREPROCESSOR = {
     "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor",
 }
 
-COMPARE = r'''
-import base64, io, json, sys
-import torch
-from PIL import Image
-from transformers import AutoImageProcessor
-import qwen_vl_utils
-from vllm.multimodal.media.image import ImageMediaIO
-
-folder = sys.argv[1]
-cases = json.load(open(folder + "/cases.json"))
-trained = AutoImageProcessor.from_pretrained(folder, use_fast=True)  # verl: hf_processor(path, use_fast=True)
-served = AutoImageProcessor.from_pretrained(folder)  # vLLM: the processor's own default
-loader = ImageMediaIO(image_mode="RGB")  # what vLLM does with an image_url part
-
-def same(a, b):
-    return (torch.equal(a["image_grid_thw"], b["image_grid_thw"])
-            and a["pixel_values"].shape == b["pixel_values"].shape
-            and torch.equal(a["pixel_values"], b["pixel_values"]))
-
-def diff(a, b):
-    if a["pixel_values"].shape != b["pixel_values"].shape:
-        return None
-    return float((a["pixel_values"] - b["pixel_values"]).abs().max())
-
-out = []
-for c in cases:
-    rendered = open(folder + "/" + c["rendered"], "rb").read()
-    sent_first = base64.b64decode(c["first_url"].split(",", 1)[1])
-    sent_zoom = base64.b64decode(c["zoom_url"].split(",", 1)[1])
-    t_first = trained(images=[qwen_vl_utils.fetch_image({"image": Image.open(io.BytesIO(rendered))})],
-                      return_tensors="pt")
-    t_zoom = trained(images=[Image.open(io.BytesIO(rendered))], return_tensors="pt")
-    s_first = served(images=[loader.load_bytes(sent_first).media], return_tensors="pt")
-    s_zoom = served(images=[loader.load_bytes(sent_zoom).media], return_tensors="pt")
-    s_raw = served(images=[loader.load_bytes(rendered).media], return_tensors="pt")
-    out.append({"name": c["rendered"], "size": Image.open(io.BytesIO(rendered)).size,
-                "grid": t_first["image_grid_thw"].tolist(),
-                "first_equal": same(t_first, s_first), "first_diff": diff(t_first, s_first),
-                "zoom_equal": same(t_zoom, s_zoom), "zoom_diff": diff(t_zoom, s_zoom),
-                "unresized_first_diff": diff(t_first, s_raw)})
-json.dump(out, sys.stdout)
-'''
+#: the comparison itself, run by the vLLM venv's python (a script, so a GPU machine can run it too)
+COMPARE_SCRIPT = Path(__file__).resolve().parent / "pixel_routes.py"
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -114,13 +74,11 @@ def _renderer_pictures() -> dict[str, bytes]:
     return out
 
 
-def test_first_and_zoom_pictures_reach_the_vision_tower_as_in_training(tmp_path, reference_dir):
-    problem = venv_problem()
-    if problem:
-        if REQUIRE:
-            pytest.fail(problem)
-        pytest.skip(problem)
-    (tmp_path / "preprocessor_config.json").write_text(json.dumps(CHECKPOINT_PREPROCESSOR))
+def write_cases(folder: Path, reference_dir: Path) -> int:
+    """The pictures, the bytes spec-vetting sends for each, and a checkpoint's processor settings, into ``folder``
+    (what tests/pixel_routes.py reads; also carried to a GPU machine to compare there)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "preprocessor_config.json").write_text(json.dumps(CHECKPOINT_PREPROCESSOR))
     pictures = _renderer_pictures()
     # the upstream routine's own renders, one per picture size (the pixels differ, the route does not)
     sizes = {png_size(p) for p in pictures.values()}
@@ -132,16 +90,26 @@ def test_first_and_zoom_pictures_reach_the_vision_tower_as_in_training(tmp_path,
     cases = []
     for name, png in pictures.items():
         encode = ImageEncoder()  # the bytes the HTTP engine puts on the wire, first picture and zoom
-        (tmp_path / f"{name}.png").write_bytes(png)
+        (folder / f"{name}.png").write_bytes(png)
         cases.append({"rendered": f"{name}.png", "first_url": encode(png, first=True), "zoom_url": encode(png)})
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    (folder / "cases.json").write_text(json.dumps(cases))
+    return len(cases)
+
+
+def test_first_and_zoom_pictures_reach_the_vision_tower_as_in_training(tmp_path, reference_dir):
+    problem = venv_problem()
+    if problem:
+        if REQUIRE:
+            pytest.fail(problem)
+        pytest.skip(problem)
+    n = write_cases(tmp_path, reference_dir)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
-    proc = subprocess.run([str(VLLM_VENV / "bin" / "python"), "-c", COMPARE, str(tmp_path)], capture_output=True,
-                          text=True, timeout=600, env=env)
+    proc = subprocess.run([str(VLLM_VENV / "bin" / "python"), str(COMPARE_SCRIPT), str(tmp_path)],
+                          capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout)
-    assert len(results) == len(pictures) >= 10
+    results = json.loads(proc.stdout)["results"]
+    assert len(results) == n >= 10
     bad = [r for r in results if not (r["first_equal"] and r["zoom_equal"])]
     assert not bad, "\n".join(f"{r['name']} {r['size']}: first {r['first_diff']}, zoom {r['zoom_diff']}" for r in bad)
     # sending the rendered full view as it is would not do: the server's resize is not training's
