@@ -39,6 +39,8 @@ $(VLLM_VENV)/.installed: $(VLLM_LOCK) $(VLLM_SHIM)
 	site=$$($(VLLM_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
 	  cp $(VLLM_SHIM) "$$site/_spec_vet_torchvision_cpu_shim.py" && \
 	  echo "import _spec_vet_torchvision_cpu_shim" > "$$site/_spec_vet_torchvision_cpu_shim.pth"
+	# the Pillow of the Spec-o3 RL recipe, for the training route of tests/pixel_routes.py only (see $(VLLM_LOCK))
+	$(VLLM_VENV)/bin/python -m pip install --no-deps --target $(VLLM_VENV)/training-pillow pillow==11.3.0
 	# what the Qwen2.5-VL path of vLLM imports, checked before the venv counts as built
 	$(VLLM_VENV)/bin/python -c 'import torchvision, vllm.entrypoints.openai.api_server, transformers.models.qwen2_vl.image_processing_qwen2_vl'
 	touch $@

@@ -42,6 +42,8 @@ CHECKPOINT_PREPROCESSOR = {
 
 #: the comparison itself, run by the vLLM venv's python (a script, so a GPU machine can run it too)
 COMPARE_SCRIPT = Path(__file__).resolve().parent / "pixel_routes.py"
+#: Pillow 11.3.0, the RL recipe's, beside the vLLM venv (`make vllm-venv`)
+TRAINING_PILLOW = VLLM_VENV / "training-pillow"
 
 
 def png_size(png: bytes) -> tuple[int, int]:
@@ -97,18 +99,22 @@ def write_cases(folder: Path, reference_dir: Path) -> int:
 
 
 def test_first_and_zoom_pictures_reach_the_vision_tower_as_in_training(tmp_path, reference_dir):
-    problem = venv_problem()
+    problem = venv_problem() or (None if (TRAINING_PILLOW / "PIL").is_dir() else
+                                 f"{TRAINING_PILLOW} is missing; rebuild the vLLM venv with `make vllm-venv`")
     if problem:
         if REQUIRE:
             pytest.fail(problem)
         pytest.skip(problem)
     n = write_cases(tmp_path, reference_dir)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
+    # the recipe's Pillow for fetch_image (training's resize); the server's decode does not depend on it
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error", PYTHONPATH=str(TRAINING_PILLOW))
     proc = subprocess.run([str(VLLM_VENV / "bin" / "python"), str(COMPARE_SCRIPT), str(tmp_path)],
                           capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads(proc.stdout)["results"]
+    out = json.loads(proc.stdout)
+    assert out["versions"]["pillow"] == "11.3.0", out["versions"]  # Spec-o3's requirements_spec_o3.txt
+    results = out["results"]
     assert len(results) == n >= 10
     bad = [r for r in results if not (r["first_equal"] and r["zoom_equal"])]
     assert not bad, "\n".join(f"{r['name']} {r['size']}: first {r['first_diff']}, zoom {r['zoom_diff']}" for r in bad)

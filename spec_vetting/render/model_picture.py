@@ -12,17 +12,36 @@ normalised pixel values (tests/test_model_pictures.py). So the client sends the 
 way ``fetch_image`` resized it: the processor then sees a picture whose size it keeps, and its tensors equal
 training's. The picture recorded in the catalog stays the rendered one (its sha256 is what ``catalog picture``
 checks); this is only what goes on the wire.
+
+The resize is Pillow's, and training's Pillow was 11.3.0: Pillow 13 gives other pixels for some sizes (the 6x4-inch
+pictures, 312 px high, resized to 308), 12.x gives 11.3's on every size the renderer makes (measured with the
+recipe's Pillow beside ours). The package requires Pillow < 13; under a newer one this warns once.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 from functools import lru_cache
 
 from ..errors import RenderError
 from .tokens import smart_resize
 
+log = logging.getLogger(__name__)
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+#: the first Pillow release whose bicubic resize is not training's (11.3.0) on every picture size
+PILLOW_RESIZE_CHANGED = 13
+
+
+@lru_cache(maxsize=1)
+def _check_pillow() -> None:
+    import PIL
+
+    if int(PIL.__version__.split(".")[0]) >= PILLOW_RESIZE_CHANGED:
+        log.warning("Pillow %s resizes some first pictures differently from training's Pillow 11.3.0: install "
+                    "'pillow<13' (what spec-vetting asks for) to send the model the pixels it was trained on",
+                    PIL.__version__)
 
 
 @lru_cache(maxsize=64)  # one full view serves every task and turn of a candidate: resized once
@@ -34,6 +53,7 @@ def first_picture_as_trained(png: bytes) -> bytes:
     """
     from PIL import Image, UnidentifiedImageError
 
+    _check_pillow()
     if not png.startswith(PNG_SIGNATURE):
         return png
     try:
