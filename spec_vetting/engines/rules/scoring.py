@@ -126,7 +126,7 @@ class TaskScore:
         """The verdict the significant terms support and its text: ``("YES", justification)``, ``("NO", ...)``
         or ``(None, reason)`` (UNDECIDED, naming the measurements that would have decided).
 
-        YES needs p_yes >= 0.5, a defining feature significantly present and no veto; NO needs p_yes < 0.5 and
+        YES needs p_yes > 0.5, a defining feature significantly present and no veto; NO needs p_yes <= 0.5 and
         a significant term against (or a veto); a decisive measurement gives NO when the score has nothing
         else to go on.
         """
@@ -136,7 +136,7 @@ class TaskScore:
                 return "NO", f"{veto.claim()}: {self.no_conclusion}"
             return None, self.abstain_reason or "nothing measurable decides"
         vetoes = [e for e in self.evidence if e.is_veto]
-        if p_yes >= 0.5 and not vetoes:
+        if p_yes > 0.5 and not vetoes:
             if any(e.present for e in self.evidence):
                 return "YES", justification("YES", self)
             return None, self.undecided_reason("YES")
@@ -212,17 +212,20 @@ class _Terms:
         self._cite(key)
         return contribution
 
-    def require(self, key: str, yes_side: str, threshold: float, meaning: str, missing: str = "") -> None:
+    def require(self, key: str, yes_side: str, threshold: float, yes: str, no: str, missing: str = "") -> None:
         """A feature every member of the class shows: ``key`` significantly ``yes_side`` (``"above"`` or
-        ``"below"``) of ``threshold``. Unless it is, the score is capped at CAP by this term; significantly on
-        the other side it is a veto."""
+        ``"below"``) of ``threshold``; ``yes``/``no`` say what the value's side means. Unless it is, the score is
+        capped at CAP by this term; significantly on the other side it is a veto."""
         meas = self.m.get(key)
         if meas is None:
             meas = Measurement(key, None, why=missing or "not measured")
         term = Term.of(meas, threshold)
         met = term.side() == yes_side
         contribution = 0.0 if met else -max(self.total - CAP, 0.0)
-        text = meaning if term.measured else (missing or meaning)
+        if not term.measured:
+            text = missing or no
+        else:
+            text = yes if (term.value >= threshold) == (yes_side == "above") else no
         self.evidence.append(Evidence(key, term, text, contribution, "require", None, yes_side))
         if meas.ok:
             self._cite(key)
@@ -250,7 +253,10 @@ def justification(verdict: str, ts: TaskScore, max_claims: int = 3) -> str:
         present = [e for e in ts.evidence if e.present]
         claims = [e.claim() if e.significant and e.contribution > 0 else e.claim(detection=True)
                   for e in present] + claims
-    claims = list(dict.fromkeys(claims))[:max_claims]
+    by_name: dict[str, str] = {}
+    for c in claims:  # one claim per measurement (a veto and a term may read the same one)
+        by_name.setdefault(c.split(" = ")[0].split(" not ")[0], c)
+    claims = list(by_name.values())[:max_claims]
     conclusion = ts.yes_conclusion if verdict == "YES" else ts.no_conclusion
     if not claims:  # settle() gives a verdict only with a significant term its way; kept for safety
         return f"no measured feature decides clearly: {conclusion}"
@@ -362,10 +368,13 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
     if _usable(m["ew_sii"], 2.0) and -_v(m["ew_sii"]) > max(2.0, 0.2 * e_ha):
         t.add("ew_sii", -1.5, -max(2.0, 0.2 * e_ha), "", "strong [S II], as in an H II region")
     # every CV in quiescence shows Hα in emission (an outburst's absorption is scored by _cv_outburst)
-    t.require("ew_ha", "below", 0.0, "Hα emission, as in every quiescent CV", missing="no usable Hα")
+    t.require("ew_ha", "below", 0.0, "Hα emission, as in every quiescent CV",
+              "Hα in absorption, where every quiescent CV shows emission", missing="no usable Hα")
     out = t.result("as in an accreting cataclysmic variable", "not a cataclysmic variable")
     outburst = _cv_outburst(m)
-    if outburst is not None and outburst.score > out.score:
+    # where broad Balmer absorption could be a disc in outburst (no significant veto of that reading), the
+    # quiescent reading's NO (Hα in absorption) is no NO: the outburst reading decides, or leaves it undecided
+    if outburst is not None and outburst.score > out.score and not any(e.is_veto for e in outburst.evidence):
         return outburst
     return out
 
@@ -381,12 +390,13 @@ def _cv_outburst(m: dict[str, Measurement]) -> TaskScore | None:
     fwhm, ew, h9, slope = (_v(m[k]) for k in keys)
     t = _Terms(m)
     f_cost = 0.15 * max(0.0, 25.0 - fwhm) + 0.3 * max(0.0, fwhm - 65.0)
-    wide = 1.5 - f_cost >= 0
-    t.add("fwhm_hb_abs", 1.5 - f_cost, 25.0 if fwhm < 65.0 else 65.0,
-          ("broad enough for a disc in outburst" if wide else "broader than a disc in outburst") if fwhm > 65.0
-          else "of the intermediate width of a disc in outburst",
-          "close to the width of a disc in outburst" if wide else "narrower than a disc in outburst",
-          defining=("above", 0.0))
+    # the term is positive between 15 and 70 Å: up to 70 Å it counts when significantly broader than 15 Å (an A
+    # star's lines are narrower); above, when significantly broader than 70 Å, as a veto (a white dwarf's)
+    edge = 15.0 if fwhm <= 70.0 else 70.0
+    t.add("fwhm_hb_abs", 1.5 - f_cost, edge,
+          "broader than a disc in outburst" if fwhm > 70.0 else "of the width of a disc in outburst",
+          "of the width of a disc in outburst" if fwhm > 70.0 else "narrower than a disc in outburst",
+          defining=("above", 15.0), veto="below" if fwhm > 70.0 else "")
     if ew > 18.0 or ew < 4.0:
         t.add("ew_hb_wide", -0.3 * max(0.0, ew - 18.0) - 0.3 * max(0.0, 4.0 - ew), 18.0 if ew > 18.0 else 4.0,
               "deeper than a disc in outburst", "too shallow for a disc in outburst")
@@ -534,8 +544,8 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
         if k in m and m[k].ok:
             t.cited.append(k)
     # a K star's weak TiO with a giant's gravity is not an M giant, whatever the other terms
-    t.require("tio_mean", "above", GM_TIO_MIN, "TiO bands of an M star (M0 and later)" if tio >= GM_TIO_MIN
-              else "TiO bands too weak for an M star")
+    t.require("tio_mean", "above", GM_TIO_MIN, "TiO bands of an M star (M0 and later)",
+              "TiO bands too weak for an M star")
     return t.result("as in an M giant", "not an M giant", decisive)
 
 
@@ -598,13 +608,12 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
                    defining=("above", 0.0))
     # the requirements: a blue continuum (both), broad Balmer absorption (DA)
     for t in (da, db):
-        t.require("slope", "below", WD_SLOPE_MAX, "the blue continuum of a white dwarf" if slope < WD_SLOPE_MAX
-                  else "not the blue continuum of a white dwarf",
+        t.require("slope", "below", WD_SLOPE_MAX, "the blue continuum of a white dwarf",
+                  "not the blue continuum of a white dwarf",
                   missing="no continuum slope, so no evidence of a hot continuum")
-    da.require("fwhm_balmer", "above", WD_FWHM_MIN, "broad Balmer absorption" if fwm is not None and
-               _v(fwm) >= WD_FWHM_MIN else "no broad Balmer absorption", missing="no broad Balmer absorption measured")
-    da.require("ew_balmer", "above", WD_EW_MIN, "Balmer absorption" if ew >= WD_EW_MIN
-               else "no broad Balmer absorption")
+    da.require("fwhm_balmer", "above", WD_FWHM_MIN, "broad Balmer absorption", "no broad Balmer absorption",
+               missing="no broad Balmer absorption measured")
+    da.require("ew_balmer", "above", WD_EW_MIN, "Balmer absorption", "no broad Balmer absorption")
     if db.total > da.total:
         return db.result("He I absorption in a hot continuum without hydrogen, as in a DB white dwarf",
                          "not a white dwarf", decisive)
