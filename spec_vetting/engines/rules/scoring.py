@@ -168,8 +168,8 @@ class TaskScore:
                              f"{' ' + e.unit if e.unit else ''})")
             if len(parts) == max_items:
                 break
-        what = (f"the score leans to yes, but no feature of the class itself is present at {SIGMA:g} sigma"
-                if leaning == "YES" else f"no measured term is significant at {SIGMA:g} sigma")
+        what = (f"the score leans towards the class, but none of its own features is present at {SIGMA:g} sigma"
+                if leaning == "YES" else f"none of the measured terms is significant at {SIGMA:g} sigma")
         return f"{what}; " + "; ".join(parts) if parts else what
 
 
