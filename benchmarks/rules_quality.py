@@ -49,10 +49,9 @@ PUBLISHED_F1 = {
 }
 
 
-def task_samples(task: str, seeds: range) -> list[tuple[str, int, float, bool]]:
-    """(kind, seed, snr, is_positive) for one task: positives and confusers at 1:5, kinds in turn."""
+def task_samples(task: str, seeds: range, n_pos: int = POSITIVES_PER_TASK) -> list[tuple[str, int, float, bool]]:
+    """(kind, seed, snr, is_positive) for one task: ``n_pos`` positives and confusers at 1:5, kinds in turn."""
     pos_kinds, neg_kinds = TASK_POSITIVES[task], TASK_CONFUSERS[task]
-    n_pos = POSITIVES_PER_TASK
     n_neg = n_pos * NEGATIVE_RATIO
     out = []
     # seeds are spread over the range so tasks do not share (kind, seed) pairs in order
@@ -290,30 +289,29 @@ def _shared_normal_stars():
     return out
 
 
+def _snr_table_head(cell: str) -> list[str]:
+    """Header and rule of a markdown table with a task column and one ``cell`` column per S/N level."""
+    return ["| task | " + " | ".join(f"S/N {s:g}: {cell}" for s in SNR_LEVELS) + " |",
+            "|---|" + "---|" * len(SNR_LEVELS)]
+
+
 def by_snr(n_pos: int, draws: int) -> str:
     """Tables by S/N: synthetic recall, false positives and UNDECIDED rates per task; the shared real normal stars
     degraded to each S/N (``draws`` noise draws each); calibration of p_yes per S/N."""
     from spec_vetting.fixtures.degrade import degrade
 
-    global POSITIVES_PER_TASK
-    saved, POSITIVES_PER_TASK = POSITIVES_PER_TASK, n_pos
-    try:
-        synth = {}  # (task, snr) -> rows (kind, positive, verdict, score, p_yes)
-        for task in TASKS:
-            for snr in SNR_LEVELS:
-                rows = []
-                for kind, seed, _snr, positive in task_samples(task, TEST_SEEDS):
-                    sp = make_spectrum(kind, seed=seed, snr=snr)
-                    d = decide(RestSpectrum.from_spectrum(sp, sp.meta.redshift), task)
-                    rows.append((kind, positive, d.verdict, d.score, d.p_yes))
-                synth[task, snr] = rows
-    finally:
-        POSITIVES_PER_TASK = saved
+    synth = {}  # (task, snr) -> rows (kind, positive, verdict, score, p_yes)
+    for task in TASKS:
+        for snr in SNR_LEVELS:
+            rows = []
+            for kind, seed, _snr, positive in task_samples(task, TEST_SEEDS, n_pos):
+                sp = make_spectrum(kind, seed=seed, snr=snr)
+                d = decide(RestSpectrum.from_spectrum(sp, sp.meta.redshift), task)
+                rows.append((kind, positive, d.verdict, d.score, d.p_yes))
+            synth[task, snr] = rows
     out = [f"### Synthetic (test seeds, {n_pos} positives : {n_pos * NEGATIVE_RATIO} hard negatives per task and "
            "S/N)", "", "recall = YES among positives; FP = YES among negatives; UND = UNDECIDED share of all; "
-           "NO-neg = firm NO among negatives", "",
-           "| task | " + " | ".join(f"S/N {s:g}: recall / FP / UND / NO-neg" for s in SNR_LEVELS) + " |",
-           "|---|" + "---|" * len(SNR_LEVELS)]
+           "NO-neg = firm NO among negatives", "", *_snr_table_head("recall / FP / UND / NO-neg")]
     for task in TASKS:
         cells = []
         for snr in SNR_LEVELS:
@@ -340,9 +338,7 @@ def by_snr(n_pos: int, draws: int) -> str:
     out += ["", f"### Shared real normal stars degraded ({len(stars)} LAMOST stars x {draws} noise draws per S/N; "
             "a level above a star's own S/N leaves it as observed)", "",
             "FP = YES on a star that is not of the class (target 0); NO = firm NO share; UND = UNDECIDED share "
-            "(the M2 star is not counted for gm)", "",
-            "| task | " + " | ".join(f"S/N {s:g}: FP / NO / UND" for s in SNR_LEVELS) + " |",
-            "|---|" + "---|" * len(SNR_LEVELS)]
+            "(the M2 star is not counted for gm)", "", *_snr_table_head("FP / NO / UND")]
     for task in TASKS:
         cells = []
         for snr in SNR_LEVELS:

@@ -488,8 +488,10 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     Na I 8183/8195 as in Schiavon et al. 1997 and Mann et al. 2012): CaH 6830 depth above what a giant's TiO
     gives (0.1 + 0.5 × TiO 7054 depth) costs 30 per unit, CaH 6975 (CaH3) depth above 0.08 costs 30 per unit,
     Na I EW above 1.8 Å costs 2 per Å (below it adds up to 0.5), Ca II 8542 EW adds 0.4 per Å around 2 Å (strong
-    in giants). So a strong CaH or Na I pulls to NO whatever the TiO. YES needs a mean TiO depth of at least
-    0.10 (an M star; K giants have less): below it the score is capped at -1. C2 bands (carbon star) cost 20 per unit
+    in giants). So a strong CaH or Na I pulls to NO whatever the TiO (a veto when significant). YES needs a mean
+    TiO depth significantly above 0.10 (an M star; K giants have less; otherwise the score is capped at -1) and a
+    giant's gravity feature at 3 sigma (CaH 6830 below a giant's level, Na I below 1.8 Å or Ca II 8542 above 2 Å):
+    TiO alone says M star, not giant. A continuum significantly bluer than flat decides NO on its own. C2 bands (carbon star) cost 20 per unit
     depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star (TiO depth ≥ 0.08) none of
     whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class.
     K I 7699 and Ca I 6162 are measured and shown but not scored: at LAMOST resolution they do not separate the real
