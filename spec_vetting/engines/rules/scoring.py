@@ -491,9 +491,10 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     in giants). So a strong CaH or Na I pulls to NO whatever the TiO (a veto when significant). YES needs a mean
     TiO depth significantly above 0.10 (an M star; K giants have less; otherwise the score is capped at -1) and a
     giant's gravity feature at 3 sigma (CaH 6830 below a giant's level, Na I below 1.8 Å or Ca II 8542 above 2 Å):
-    TiO alone says M star, not giant. A continuum significantly bluer than flat decides NO on its own. C2 bands (carbon star) cost 20 per unit
-    depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star (TiO depth ≥ 0.08) none of
-    whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class.
+    TiO alone says M star, not giant. A continuum significantly bluer than flat decides NO on its own. C2 bands
+    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star
+    (TiO depth ≥ 0.08) none of whose gravity features can be measured gets no verdict: TiO alone does not give the
+    luminosity class.
     K I 7699 and Ca I 6162 are measured and shown but not scored: at LAMOST resolution they do not separate the real
     dwarfs from giants here.
     """
