@@ -207,7 +207,8 @@ def _continuum_at(rs: RestSpectrum, x: float, conts: tuple[tuple[float, float], 
 
 def _positive_continuum(value: float, error: float, what: str) -> None:
     if not np.isfinite(value) or value <= 0 or value < 2.0 * error:
-        raise NotMeasurable(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
+        # the pixels are there but too noisy to place the continuum: no signal rather than no data
+        raise NoSignal(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
 
 
 def _relative_flux(
