@@ -6,6 +6,9 @@ Usage::
     python benchmarks/rules_quality.py --calibrate  # fit p_yes = sigmoid(a * score + b) per task on the
                                                     # calibration seeds; paste each printed (a, b) into its task's
                                                     # calibration in spec_vetting/engines/rules/tasks.py
+    python benchmarks/rules_quality.py --by-snr [--n 20] [--draws 4]
+                                                    # the same at fixed S/N 2, 3, 5, 10, 30 (synthetic, test
+                                                    # seeds) and the shared real normal stars degraded to it
 
 Seeds. Thresholds and score weights were chosen looking only at calibration seeds 0-1999 (and at the real files);
 the test set uses seeds 100000-101999, never looked at while choosing. Each task draws its positive kinds
@@ -46,10 +49,9 @@ PUBLISHED_F1 = {
 }
 
 
-def task_samples(task: str, seeds: range) -> list[tuple[str, int, float, bool]]:
-    """(kind, seed, snr, is_positive) for one task: positives and confusers at 1:5, kinds in turn."""
+def task_samples(task: str, seeds: range, n_pos: int = POSITIVES_PER_TASK) -> list[tuple[str, int, float, bool]]:
+    """(kind, seed, snr, is_positive) for one task: ``n_pos`` positives and confusers at 1:5, kinds in turn."""
     pos_kinds, neg_kinds = TASK_POSITIVES[task], TASK_CONFUSERS[task]
-    n_pos = POSITIVES_PER_TASK
     n_neg = n_pos * NEGATIVE_RATIO
     out = []
     # seeds are spread over the range so tasks do not share (kind, seed) pairs in order
@@ -270,16 +272,117 @@ def real_summary(rows) -> str:
     return "\n".join(out)
 
 
+SNR_LEVELS = (2.0, 3.0, 5.0, 10.0, 30.0)
+
+
+def _shared_normal_stars():
+    """(name, spectrum, truth per task) of the shared real LAMOST stars: every task NO, gm any for the M star."""
+    from spec_vetting.io import read_spectrum
+
+    out = []
+    for p in sorted((REPO.parent / "shared" / "data" / "real" / "lamost").iterdir()):
+        if p.name.startswith("med-") or p.suffix not in (".fits", ".gz"):
+            continue
+        sp = read_spectrum(p)
+        cls = " ".join(x for x in (sp.meta.pipeline_class, sp.meta.pipeline_subclass) if x)
+        out.append((p.name, sp, _truth("shared", cls)))
+    return out
+
+
+def _snr_table_head(cell: str) -> list[str]:
+    """Header and rule of a markdown table with a task column and one ``cell`` column per S/N level."""
+    return ["| task | " + " | ".join(f"S/N {s:g}: {cell}" for s in SNR_LEVELS) + " |",
+            "|---|" + "---|" * len(SNR_LEVELS)]
+
+
+def by_snr(n_pos: int, draws: int) -> str:
+    """Tables by S/N: synthetic recall, false positives and UNDECIDED rates per task; the shared real normal stars
+    degraded to each S/N (``draws`` noise draws each); calibration of p_yes per S/N."""
+    from spec_vetting.fixtures.degrade import degrade
+
+    synth = {}  # (task, snr) -> rows (kind, positive, verdict, score, p_yes)
+    for task in TASKS:
+        for snr in SNR_LEVELS:
+            rows = []
+            for kind, seed, _snr, positive in task_samples(task, TEST_SEEDS, n_pos):
+                sp = make_spectrum(kind, seed=seed, snr=snr)
+                d = decide(RestSpectrum.from_spectrum(sp, sp.meta.redshift), task)
+                rows.append((kind, positive, d.verdict, d.score, d.p_yes))
+            synth[task, snr] = rows
+    out = [f"### Synthetic (test seeds, {n_pos} positives : {n_pos * NEGATIVE_RATIO} hard negatives per task and "
+           "S/N)", "", "recall = YES among positives; FP = YES among negatives; UND = UNDECIDED share of all; "
+           "NO-neg = firm NO among negatives", "", *_snr_table_head("recall / FP / UND / NO-neg")]
+    for task in TASKS:
+        cells = []
+        for snr in SNR_LEVELS:
+            rows = synth[task, snr]
+            pos = [r for r in rows if r[1]]
+            neg = [r for r in rows if not r[1]]
+            rec = sum(r[2] == "YES" for r in pos) / len(pos)
+            fp = sum(r[2] == "YES" for r in neg)
+            und = sum(r[2] is None for r in rows) / len(rows)
+            no = sum(r[2] == "NO" for r in neg) / len(neg)
+            cells.append(f"{100 * rec:.0f}% / {fp} / {100 * und:.0f}% / {100 * no:.0f}%")
+        out.append(f"| {task} | " + " | ".join(cells) + " |")
+
+    stars = _shared_normal_stars()
+    rng = np.random.default_rng(2026)
+    real = {}  # (task, snr) -> list of (truth, verdict)
+    for snr in SNR_LEVELS:
+        for _name, sp, truth in stars:
+            for _ in range(draws):
+                deg = degrade(sp, snr, rng)
+                rs = RestSpectrum.from_spectrum(deg, deg.meta.redshift)
+                for task in TASKS:
+                    real.setdefault((task, snr), []).append((truth[task], decide(rs, task).verdict))
+    out += ["", f"### Shared real normal stars degraded ({len(stars)} LAMOST stars x {draws} noise draws per S/N; "
+            "a level above a star's own S/N leaves it as observed)", "",
+            "FP = YES on a star that is not of the class (target 0); NO = firm NO share; UND = UNDECIDED share "
+            "(the M2 star is not counted for gm)", "", *_snr_table_head("FP / NO / UND")]
+    for task in TASKS:
+        cells = []
+        for snr in SNR_LEVELS:
+            rows = [v for t, v in real[task, snr] if t == "neg"]
+            cells.append(f"{sum(v == 'YES' for v in rows)} / {100 * sum(v == 'NO' for v in rows) / len(rows):.0f}% / "
+                         f"{100 * sum(v is None for v in rows) / len(rows):.0f}%")
+        out.append(f"| {task} | " + " | ".join(cells) + " |")
+
+    edges = (0.0, 0.1, 0.5, 0.9, 1.0)
+    out += ["", "### Calibration of p_yes by S/N (synthetic, decided rows, all tasks pooled)", "",
+            "each cell: n / mean p_yes / observed fraction of positives", "",
+            "| S/N | " + " | ".join(f"p_yes {lo:g}-{hi:g}" for lo, hi in zip(edges[:-1], edges[1:], strict=True))
+            + " | Brier |", "|---|" + "---|" * len(edges)]
+    for snr in SNR_LEVELS:
+        pts = [(r[4], r[1]) for task in TASKS for r in synth[task, snr] if r[4] is not None and r[2] is not None]
+        cells = []
+        for lo, hi in zip(edges[:-1], edges[1:], strict=True):
+            sel = [(p, pos) for p, pos in pts if lo <= p < hi or (hi == 1.0 and p == 1.0)]
+            cells.append(f"{len(sel)} / {np.mean([p for p, _ in sel]):.2f} / {np.mean([pos for _, pos in sel]):.2f}"
+                         if sel else "-")
+        brier = np.mean([(p - pos) ** 2 for p, pos in pts]) if pts else float("nan")
+        out.append(f"| {snr:g} | " + " | ".join(cells) + f" | {brier:.3f} |")
+    return "\n".join(out)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calibrate", action="store_true", help="fit the logistic calibration on calibration seeds")
     ap.add_argument("--on-calibration-seeds", action="store_true",
                     help="print the synthetic table on the calibration seeds (for tuning; never report it)")
     ap.add_argument("--verbose", action="store_true", help="per-kind YES/UNDECIDED counts on stderr")
+    ap.add_argument("--by-snr", action="store_true",
+                    help=f"tables at fixed S/N {', '.join(f'{s:g}' for s in SNR_LEVELS)} instead")
+    ap.add_argument("--n", type=int, default=20, help="with --by-snr: positives per task and S/N (x5 negatives)")
+    ap.add_argument("--draws", type=int, default=4,
+                    help="with --by-snr: noise draws per real star and S/N")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.calibrate:
         calibrate()
+        return 0
+    if args.by_snr:
+        print(by_snr(args.n, args.draws))
+        print(f"\n(took {time.perf_counter() - t0:.0f} s)")
         return 0
     seeds = CALIBRATION_SEEDS if args.on_calibration_seeds else TEST_SEEDS
     print(f"## Rules engine on synthetic spectra (seeds {seeds.start}-{seeds.stop - 1}, 1 positive : "

@@ -169,3 +169,36 @@ def test_every_feature_set_measures_what_the_issue_lists():
         measured = [m.name for m in RULES_TASKS[task].measure(rs).values()]
         for name in names:
             assert any(name in n for n in measured), (task, name, measured)
+
+
+def test_missing_width_says_which_kind_of_missing():
+    """No line at all: the width is not significant (pixels usable, no feature); a masked window: not measurable,
+    no usable pixels. The two read differently (issue 26)."""
+    conts = ((4720.0, 4750.0), (5010.0, 5050.0))
+    flat = line_fwhm(rest(np.ones_like(WL)), 4862.7, 100.0, conts, emission=False, name="FWHM(Hβ)")
+    assert flat.value is None and flat.no_signal
+    assert flat.fmt().startswith("FWHM(Hβ) not significant (without significant absorption")
+    mask = (WL > 4600) & (WL < 5100)
+    masked = line_fwhm(rest(1.0 - gauss(4862.7, 30.0, 10.0), mask=mask), 4862.7, 100.0, conts, emission=False,
+                       name="FWHM(Hβ)")
+    assert masked.value is None and not masked.no_signal
+    assert masked.fmt().startswith("FWHM(Hβ) not measurable (no usable pixels: ")
+
+
+def test_fwhm_error_scales_with_the_noise_not_the_pixel():
+    """A 30 Å absorption line: the width's error from the bootstrap grows 4x when the noise does (not the pixel
+    width, which does not change), and matches the scatter of the width over noise draws."""
+    conts = ((4720.0, 4750.0), (5010.0, 5050.0))
+    clean = 1.0 - gauss(4862.7, 30.0, 8.0)
+    out = {}
+    for sigma in (0.01, 0.04):
+        rng = np.random.default_rng(1)
+        vals, errs = [], []
+        for _ in range(40):
+            rs = rest(clean + rng.normal(0, sigma, WL.size), ivar=np.full(WL.shape, sigma**-2))
+            m = line_fwhm(rs, 4862.7, 100.0, conts, emission=False)
+            vals.append(m.value)
+            errs.append(m.error)
+        out[sigma] = (np.median(errs), np.std(vals, ddof=1))
+        assert 0.6 < out[sigma][0] / out[sigma][1] < 1.7, (sigma, out[sigma])
+    assert 2.5 < out[0.04][0] / out[0.01][0] < 6.0, out

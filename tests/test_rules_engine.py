@@ -63,8 +63,10 @@ def verdict_rate(kind, task, verdict, seeds=range(5001, 5007), snr=40.0):
 
 
 #: positives the engine must catch at S/N 40; the hard ones are caught less often, as the benchmark measures:
-#: a disc in outburst shows absorption, not emission; the warmest synthetic M giants have TiO as weak as a K7 star's
-MIN_YES_RATE = {"cv_outburst": 0.5, "m_giant": 0.5}
+#: a disc in outburst shows absorption, not emission, and the width of its shallow broad lines is uncertain by
+#: 5-15 Å at S/N 40 (measured over noise draws), so it is often not significant (UNDECIDED, issue 26); the warmest
+#: synthetic M giants have TiO as weak as a K7 star's
+MIN_YES_RATE = {"cv_outburst": 0.3, "m_giant": 0.5}
 
 
 @pytest.mark.parametrize("task", TASKS)
@@ -75,8 +77,11 @@ def test_synthetic_positives_are_mostly_yes(task):
 
 @pytest.mark.parametrize("task", TASKS)
 def test_synthetic_confusers_are_mostly_no(task):
+    """At most one YES in 12, and mostly a firm NO; the rest UNDECIDED where no term is significant (a hot white
+    dwarf's shallow Balmer lines are as uncertain in width as a disc in outburst's, for cv)."""
     for kind in TASK_CONFUSERS[task]:
-        assert verdict_rate(kind, task, "NO", seeds=range(5001, 5013)) >= 0.8, kind
+        assert verdict_rate(kind, task, "YES", seeds=range(5001, 5013)) <= 1 / 12, kind
+        assert verdict_rate(kind, task, "NO", seeds=range(5001, 5013)) >= 0.65, kind
 
 
 @pytest.mark.parametrize("task,kind", [("cv", "cv"), ("carbon", "carbon"), ("ss", "s_star"), ("gm", "m_giant"),

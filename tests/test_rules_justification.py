@@ -1,9 +1,11 @@
-"""The rules engine's justifications quote only what that inspection measured: every claim ``name = value
-(above|below threshold: meaning)`` is parsed back and checked against the measurement of the same name in the
-same Decision (value, side of the threshold), and against the score's evidence (it pulls the verdict's way)."""
+"""The rules engine's justifications quote only what that inspection measured: every claim ``name = value ± error
+(above|below threshold at Nσ: meaning)`` is parsed back and checked against the measurement of the same name in
+the same Decision (value, error, side of the threshold, its significance), and against the score's evidence (it
+pulls the verdict's way)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -16,9 +18,11 @@ from spec_vetting.engines.rules.tasks import RULES_TASKS
 from spec_vetting.fixtures.synthetic import KINDS, make_spectrum
 
 TASKS = tuple(RULES_TASKS)
-CLAIM = re.compile(r"(?:^|; )(?P<name>[^;=]+?) = (?P<value>-?\d+\.\d+)(?P<unit> Å)? \((?P<rel>above|below) "
-                   r"(?P<thr>-?\d+\.\d+)(?: Å)?: (?P<meaning>[^()]*)\)")
+CLAIM = re.compile(r"(?:^|; )(?P<name>[^;=]+?) = (?P<value>-?\d+\.\d+)(?: ± (?P<error>\d+\.\d+))?(?P<unit> Å)? "
+                   r"\((?P<rel>above|below) (?P<thr>-?\d+\.\d+)(?: Å)?(?: at (?P<sigma>\d+\.\d)σ)?\): "
+                   r"(?P<meaning>[^;]*)")
 MISSING = re.compile(r"(?:^|; )(?P<name>[^;=]+?) not measurable \(")
+SIGMA = 3.0
 
 
 def check_justification(d) -> list[str]:
@@ -42,8 +46,16 @@ def check_justification(d) -> list[str]:
             problems.append(f"{name}: claimed {c['value']}, measured {meas.value}")
         if (c["rel"] == "above") != (meas.value >= thr):
             problems.append(f"{name}: claimed {c['rel']} {thr}, measured {meas.value}")
+        if meas.error is not None:
+            if c["error"] is None or f"{meas.error:.{digits}f}" != c["error"]:
+                problems.append(f"{name}: cited without its error {meas.error} ({c['error']})")
+            elif abs(meas.value - thr) < SIGMA * meas.error:
+                problems.append(f"{name}: cited as {c['rel']} {thr} but within {SIGMA:g} sigma of it")
         ev = [e for e in d.evidence if e.name == name and e.threshold == pytest.approx(thr, abs=10 ** -digits)]
-        if not ev or not any(sign * e.contribution > 0 for e in ev):
+        if d.verdict == "YES":  # a defining feature cited as present, against its detection level
+            ev += [dataclasses.replace(e, contribution=1.0) for e in d.evidence if e.name == name and e.present
+                   and e.detection.threshold == pytest.approx(thr, abs=10 ** -digits)]
+        if not ev or not any(sign * e.contribution > 0 or (d.verdict == "NO" and e.is_veto) for e in ev):
             problems.append(f"{name}: cited for {d.verdict} but does not pull that way ({ev})")
     for c in missing:
         meas = by_name.get(c["name"])

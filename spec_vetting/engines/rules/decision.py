@@ -9,7 +9,12 @@ Before a score is read, gates apply in this order:
    no verdict (UNDECIDED), since the diagnostics would be read at the wrong wavelengths;
 4. the task's key windows must be measurable (covered, not masked, errors small enough to rule the feature in or
    out); otherwise there is no verdict and the reason says which window failed and why (the loop records it as
-   UNDECIDED).
+   UNDECIDED), unless a decisive measurement (a significantly blue continuum for a cool-star task, a red one or
+   no absorption at all for a white dwarf) says NO on its own.
+
+Then the score's terms decide only where they are significant (``scoring.TaskScore.settle``): YES needs a
+significant defining feature and no veto, NO a significant term against; otherwise UNDECIDED, naming the
+measurements that would have decided and the error each would need.
 
 Only the spectrum's arrays, ivar, mask and the redshift are read, never a survey's class labels.
 """
@@ -21,13 +26,16 @@ from dataclasses import dataclass, field
 from .diagnostics import Measurement, RestSpectrum
 from .features import nebular_lines
 from .redshift import unexplained_emission
-from .scoring import Evidence, TaskScore, _v, justification
+from .scoring import CAP, Evidence, TaskScore, _v
+from .significance import Term
 from .tasks import RULES_TASKS, RulesTask, rules_task
 
 #: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
 STELLAR_Z_MAX = 0.01
 #: score given when a gate (redshift, nebular lines) decides NO before the task's own score
 GATE_SCORE = -8.0
+#: score given when a decisive measurement says NO while the task's own features could not be read
+DECISIVE_SCORE = 2.0 * CAP
 
 
 @dataclass
@@ -75,30 +83,32 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
     # both read ``measurements`` when called: a gate below rebinds it to add the measurements it cites
     def verdict_of(score: float, evidence: list[Evidence], ts: TaskScore | None, cited: list[str]) -> Decision:
         p = fs.p_yes(score)
-        verdict = "YES" if p >= 0.5 else "NO"
         if ts is None:  # a gate: its one piece of evidence, then the class it rules out
+            verdict = "YES" if p >= 0.5 else "NO"
             text = "; ".join(e.claim() for e in evidence) + f": not {_a(fs.class_name.lower())}"
         else:
-            text = justification(verdict, ts)
+            verdict, text = ts.settle(p)
+            if verdict is None:
+                return no_verdict(text, cited, evidence)
         return Decision(key, fs.class_name, verdict, score, p, None, text, measurements, cited,
                         rs.redshift, redshift_known, evidence)
 
-    def no_verdict(reason: str, cited: list[str]) -> Decision:
+    def no_verdict(reason: str, cited: list[str], evidence: list[Evidence] | None = None) -> Decision:
         return Decision(key, fs.class_name, None, None, None, reason, "", measurements, cited, rs.redshift,
-                        redshift_known)
+                        redshift_known, evidence or [])
 
     if redshift_known and rs.redshift > STELLAR_Z_MAX:
         zm = Measurement("the redshift z", float(rs.redshift))
         measurements = {**measurements, "redshift": zm}
-        ev = Evidence("redshift", zm.name, zm.value, "", STELLAR_Z_MAX, "far above stellar velocities, an "
-                      "extragalactic object", GATE_SCORE, digits=4)
+        ev = Evidence("redshift", Term.of(zm, STELLAR_Z_MAX, digits=4), "far above stellar velocities, an "
+                      "extragalactic object", GATE_SCORE)
         return verdict_of(GATE_SCORE, [ev], None, ["redshift"])
     is_nebular, neb = _nebular(rs)
     if is_nebular:
         measurements = {**measurements, **neb}
         o3 = neb["ew_oiii5007"]
-        ev = Evidence("ew_oiii5007", o3.name, o3.value, o3.unit, -5.0, "strong narrow [O III] emission marks a "
-                      "galaxy or nebula", GATE_SCORE)
+        ev = Evidence("ew_oiii5007", Term.of(o3, -5.0), "strong narrow [O III] emission marks a galaxy or nebula",
+                      GATE_SCORE)
         return verdict_of(GATE_SCORE, [ev], None, ["ew_oiii5007", "ew_hb_core"])
     if not redshift_known:
         # read at rest, a galaxy's or QSO's lines fall on the wrong diagnostics: no guess when it looks like one
@@ -110,9 +120,15 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
                       "the survey redshift (a DESI redrock file, or --redshift) to decide")
             return no_verdict(reason, ["unexplained_emission"])
     ts = fs.score(measurements)
-    if ts.score is None:
-        return no_verdict(ts.abstain_reason, [])
     measurements = {**measurements, **ts.derived}
+    if ts.score is None:
+        verdict, text = ts.settle(0.0)
+        if verdict is None:
+            return no_verdict(text, [])
+        # a decisive measurement said NO although the task's own features could not be read
+        veto = [e for e in ts.decisive if e.is_veto]
+        return Decision(key, fs.class_name, verdict, DECISIVE_SCORE, fs.p_yes(DECISIVE_SCORE), None, text,
+                        measurements, [e.key for e in veto], rs.redshift, redshift_known, veto)
     return verdict_of(ts.score, ts.evidence, ts, ts.cited)
 
 

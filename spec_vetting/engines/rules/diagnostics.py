@@ -11,7 +11,14 @@ Conventions
 * Equivalent width ``EW = ∫ (1 - F/C) dλ`` over the line window, in Å: **positive for absorption, negative for
   emission** (the usual stellar convention; an Hα emission line of a CV has EW ≈ -30 Å).
 * Band depth ``D = 1 - F_band / F_cont``: positive when the band absorbs (0.3 = 30 % below the pseudo-continuum).
-* Errors are 1-sigma from the inverse variance; the pseudo-continuum's error is propagated.
+* Errors are 1-sigma from the inverse variance. Window means, EWs, band depths, line ratios and continuum slopes
+  propagate the pixels' variances analytically (the pseudo-continuum's error included); line widths (FWHM) have
+  no closed form, so their error is the scatter of the width over :data:`FWHM_DRAWS` redraws of the profile with
+  Gaussian noise of the pixels' own sigma (a parametric bootstrap, seeded by the line so a spectrum always gives
+  the same number).
+* A measurement that cannot be made says why, and which kind of why: the window has no usable pixels (masked,
+  outside the coverage, too few) or it has pixels but no significant signal to measure (a width of a line that
+  is not there). :meth:`Measurement.fmt` words the two differently.
 * A "window" is a closed interval ``(lo, hi)`` in Å. Pseudo-continuum windows are means of the good pixels inside
   them, joined by a straight line (one window: a flat continuum).
 """
@@ -37,6 +44,9 @@ class Measurement:
     error: float | None = None
     unit: str = ""
     why: str | None = None  # set when value is None: what stopped the measurement, in words
+    #: with ``value=None``: True when the pixels were usable but held no significant signal (e.g. no line to
+    #: measure a width of), False when the window had no usable pixels
+    no_signal: bool = False
     windows: tuple[tuple[float, float], ...] = ()  # rest-frame windows the number was read from
 
     @property
@@ -53,16 +63,33 @@ class Measurement:
         return abs(self.value) / self.error
 
     def fmt(self, digits: int = 2) -> str:
-        """``name = value ± error unit`` or ``name not measurable (why)``."""
+        """``name = value ± error unit``, ``name not significant (why)`` or ``name not measurable (no usable
+        pixels: why)``."""
         if self.value is None:
-            return f"{self.name} not measurable ({self.why})"
+            return f"{self.name} {self.missing()}"
         err = f" ± {self.error:.{digits}f}" if self.error is not None and np.isfinite(self.error) else ""
         unit = f" {self.unit}" if self.unit else ""
         return f"{self.name} = {self.value:.{digits}f}{err}{unit}"
 
 
+    def missing(self) -> str:
+        """Why there is no value, worded by kind: ``not significant (...)`` or ``not measurable (no usable
+        pixels: ...)``."""
+        if self.no_signal:
+            return f"not significant ({self.why})"
+        return f"not measurable (no usable pixels: {self.why})"
+
+
 class NotMeasurable(Exception):
     """Raised inside this module when a window cannot support a number; turned into ``Measurement(why=...)``."""
+
+
+class NoSignal(NotMeasurable):
+    """The window's pixels are usable but hold no significant signal to measure (``Measurement.no_signal``)."""
+
+
+def _unmeasured(name: str, exc: NotMeasurable, unit: str = "", windows: tuple = ()) -> Measurement:
+    return Measurement(name, None, unit=unit, why=str(exc), no_signal=isinstance(exc, NoSignal), windows=windows)
 
 
 @dataclass
@@ -160,7 +187,7 @@ def window_flux(rs: RestSpectrum, lo: float, hi: float, name: str = "flux") -> M
     try:
         mean, err, _ = _window_stats(rs, lo, hi)
     except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=((lo, hi),))
+        return _unmeasured(name, exc, windows=((lo, hi),))
     return Measurement(name, mean, err, windows=((lo, hi),))
 
 
@@ -180,7 +207,8 @@ def _continuum_at(rs: RestSpectrum, x: float, conts: tuple[tuple[float, float], 
 
 def _positive_continuum(value: float, error: float, what: str) -> None:
     if not np.isfinite(value) or value <= 0 or value < 2.0 * error:
-        raise NotMeasurable(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
+        # the pixels are there but too noisy to place the continuum: no signal rather than no data
+        raise NoSignal(f"{what}: pseudo-continuum {value:.3g} ± {error:.2g} is not significantly positive")
 
 
 def _relative_flux(
@@ -201,7 +229,7 @@ def equivalent_width(
     try:
         ratio, err = _relative_flux(rs, line, conts, name)
     except NotMeasurable as exc:
-        return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
+        return _unmeasured(name, exc, "Å", windows)
     width = line[1] - line[0]
     return Measurement(name, width * (1.0 - ratio), width * err, "Å", windows=windows)
 
@@ -214,7 +242,7 @@ def band_depth(
     try:
         ratio, err = _relative_flux(rs, band, conts, name)
     except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=windows)
+        return _unmeasured(name, exc, windows=windows)
     return Measurement(name, 1.0 - ratio, err, windows=windows)
 
 
@@ -243,10 +271,10 @@ def emission_line_ratio(
         a, ea = _line_flux(rs, *num, name)
         b, eb = _line_flux(rs, *den, name)
         if a < min_sigma * ea or b < min_sigma * eb:
-            raise NotMeasurable(f"{name} needs both lines in emission at {min_sigma:g} sigma "
+            raise NoSignal(f"{name} needs both lines in emission at {min_sigma:g} sigma "
                                 f"(line fluxes {a:.3g} ± {ea:.2g} and {b:.3g} ± {eb:.2g})")
     except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=windows)
+        return _unmeasured(name, exc, windows=windows)
     value = a / b
     return Measurement(name, float(value), float(value * np.hypot(ea / a, eb / b)), windows=windows)
 
@@ -262,7 +290,7 @@ def continuum_slope(
         if a <= 0 or b <= 0:
             raise NotMeasurable(f"{name}: non-positive mean flux in a slope window")
     except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=windows)
+        return _unmeasured(name, exc, windows=windows)
     lever = np.log(0.5 * sum(red) / (0.5 * sum(blue)))
     alpha = float(np.log(b / a) / lever)
     err = float(np.hypot(ea / a, eb / b) / lever)
@@ -275,7 +303,7 @@ def snr_per_angstrom(rs: RestSpectrum, lo: float, hi: float, name: str = "S/N") 
     try:
         mean, err, n = _window_stats(rs, lo, hi)
     except NotMeasurable as exc:
-        return Measurement(name, None, why=str(exc), windows=((lo, hi),))
+        return _unmeasured(name, exc, windows=((lo, hi),))
     i0, i1 = np.searchsorted(rs.wavelength, (lo, hi), side="left")
     pix = (float(rs.wavelength[i1 - 1]) - float(rs.wavelength[i0])) / max(int(i1 - i0) - 1, 1)
     per_pixel = mean / (err * np.sqrt(n)) if err > 0 else float("inf")
@@ -304,10 +332,13 @@ def _normalised_profile(
 
 
 def _smooth(y: np.ndarray, n: int) -> np.ndarray:
-    if n <= 1 or y.size < n:
+    """Boxcar mean over ``n`` pixels along the last axis (edges padded with the edge value); rows smoothed alike."""
+    if n <= 1 or y.shape[-1] < n:
         return y
-    kernel = np.ones(n) / n
-    return np.convolve(np.pad(y, n // 2, mode="edge"), kernel, mode="valid")[: y.size]
+    pad = [(0, 0)] * (y.ndim - 1) + [(n // 2, n - 1 - n // 2)]
+    c = np.cumsum(np.pad(y, pad, mode="edge"), axis=-1)
+    c = np.concatenate([np.zeros(c.shape[:-1] + (1,)), c], axis=-1)
+    return (c[..., n:] - c[..., :-n]) / n
 
 
 def _smoothed_profile(
@@ -319,6 +350,32 @@ def _smoothed_profile(
     pix = float(np.median(np.diff(wl)))
     n = max(1, int(round(smooth_a / pix)))
     return wl, _smooth(y, n), pix, float(np.median(ey)) / np.sqrt(n)
+
+
+#: redraws of a line profile with its pixels' noise whose width scatter is the FWHM's error
+FWHM_DRAWS = 48
+#: a profile is smoothed further until its peak stands this many sigma above the noise (or the boxcar reaches a
+#: tenth of the window): half-maximum crossings of a noisier profile fall on noise spikes
+FWHM_PEAK_SNR = 10.0
+
+
+def _half_max_width(wl: np.ndarray, ys: np.ndarray, k: int) -> tuple[float, bool]:
+    """Width between the half-maximum crossings either side of the peak at index ``k`` of the smoothed profile
+    ``ys``, interpolated linearly, and whether a side ran to the window's edge (a lower limit)."""
+    half_max = 0.5 * ys[k]
+    left = np.flatnonzero(ys[:k] < half_max)
+    right = np.flatnonzero(ys[k:] < half_max)
+    if left.size:
+        i = left[-1]
+        x_left = np.interp(half_max, [ys[i], ys[i + 1]], [wl[i], wl[i + 1]])
+    else:  # a side that never falls to half maximum inside the window gives a lower limit at the window's edge
+        x_left = wl[0]
+    if right.size:
+        j = k + right[0]
+        x_right = np.interp(half_max, [ys[j], ys[j - 1]], [wl[j], wl[j - 1]])
+    else:
+        x_right = wl[-1]
+    return float(x_right - x_left), not (left.size and right.size)
 
 
 def line_fwhm(
@@ -335,41 +392,58 @@ def line_fwhm(
     """Full width at half maximum (Å) of the emission peak or absorption trough nearest ``center``.
 
     The profile ``F/C - 1`` within ``center ± half`` is boxcar-smoothed over ``smooth_a`` Å; the half-maximum
-    crossings are interpolated linearly. Not measurable when the extremum is below ``min_peak_snr`` sigma. A line
-    wider than the window gives a lower limit (unit ``"Å (lower limit)"``) measured to the window's edge.
+    crossings are interpolated linearly. Not significant (``no_signal``) when the extremum is below
+    ``min_peak_snr`` sigma. A line wider than the window gives a lower limit (unit ``"Å (lower limit)"``)
+    measured to the window's edge.
+
+    Error: the RMS difference between this width and the widths of :data:`FWHM_DRAWS` copies of the profile,
+    each with Gaussian noise of the pixels' sigma (from ivar) added and measured the same way (peak searched again
+    in the core): their scatter, plus the narrowing that noise brings to a half-maximum width. When
+    fewer than half the copies still show the line at ``min_peak_snr`` the width is a guess, and its error is at
+    least half the width.
     """
     windows = ((center - half, center + half), *conts)
     try:
-        wl, ys, pix, noise = _smoothed_profile(rs, center, half, conts, smooth_a)
-        if not emission:  # an absorption trough is measured as a peak of the inverted profile
-            ys = -ys
+        wl, y, ey = _normalised_profile(rs, center, half, conts)
+        pix = float(np.median(np.diff(wl)))
+        n = max(1, int(round(smooth_a / pix)))
+        sign = 1.0 if emission else -1.0  # an absorption trough is measured as a peak of the inverted profile
+        ys = sign * _smooth(y, n)
+        noise = float(np.median(ey)) / np.sqrt(n)
         core = np.abs(wl - center) <= max(4.0, 0.15 * half)
         if not core.any():
             raise NotMeasurable(f"not a single good pixel near {center:.0f} Å")
-        k = int(np.flatnonzero(core)[np.argmax(ys[core])])
+        core_idx = np.flatnonzero(core)
+        k = int(core_idx[np.argmax(ys[core])])
         peak = ys[k]
         if peak < min_peak_snr * noise:
             kind = "emission" if emission else "absorption"
-            raise NotMeasurable(f"without significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
-        half_max = 0.5 * peak
-        left = np.flatnonzero(ys[:k] < half_max)
-        right = np.flatnonzero(ys[k:] < half_max)
-        # a side that never falls to half maximum inside the window gives a lower limit at the window's edge
-        if left.size:
-            i = left[-1]
-            x_left = np.interp(half_max, [ys[i], ys[i + 1]], [wl[i], wl[i + 1]])
-        else:
-            x_left = wl[0]
-        if right.size:
-            j = k + right[0]
-            x_right = np.interp(half_max, [ys[j], ys[j - 1]], [wl[j], wl[j - 1]])
-        else:
-            x_right = wl[-1]
-        fwhm = float(x_right - x_left)
-        lower_limit = not (left.size and right.size)
+            raise NoSignal(f"without significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
+        # noisy profile: smooth more (up to a tenth of the window) so that noise spikes do not cut the half
+        # maximum short; a wide boxcar broadens a line less than noise narrows it
+        want = int(np.ceil(n * (FWHM_PEAK_SNR * noise / peak) ** 2))
+        if want > n:
+            n = min(want, max(n, int(0.2 * half / pix)))
+            ys = sign * _smooth(y, n)
+            noise = float(np.median(ey)) / np.sqrt(n)
+            k = int(core_idx[np.argmax(ys[core])])
+            peak = ys[k]
+        fwhm, lower_limit = _half_max_width(wl, ys, k)
+        rng = np.random.default_rng([int(round(center * 10)), int(round(half)), wl.size])
+        draws = sign * _smooth(y + ey * rng.standard_normal((FWHM_DRAWS, y.size)), n)
+        widths = []
+        for row in draws:
+            kd = int(core_idx[np.argmax(row[core])])
+            if row[kd] >= min_peak_snr * noise:
+                widths.append(_half_max_width(wl, row, kd)[0])
+        # the RMS distance of the redrawn widths from the measured one: their scatter and, since noise narrows a
+        # half-maximum width, the bias that as much noise again adds (an estimate of the bias noise gave)
+        error = float(np.sqrt(np.mean((np.asarray(widths) - fwhm) ** 2))) if len(widths) > 2 else fwhm
+        if len(widths) < FWHM_DRAWS / 2:
+            error = max(error, 0.5 * fwhm)
     except NotMeasurable as exc:
-        return Measurement(name, None, unit="Å", why=str(exc), windows=windows)
-    return Measurement(name, fwhm, pix, "Å (lower limit)" if lower_limit else "Å", windows=windows)
+        return _unmeasured(name, exc, "Å", windows)
+    return Measurement(name, fwhm, error, "Å (lower limit)" if lower_limit else "Å", windows=windows)
 
 
 def double_peak_separation(
@@ -390,7 +464,7 @@ def double_peak_separation(
     try:
         wl, ys, pix, noise = _smoothed_profile(rs, center, half, conts, smooth_a)
         if ys.max() < 4.0 * noise:
-            raise NotMeasurable(f"without significant emission at {center:.0f} Å")
+            raise NoSignal(f"without significant emission at {center:.0f} Å")
         blue = wl < center
         red = ~blue
         if blue.sum() < 2 or red.sum() < 2:
@@ -405,5 +479,5 @@ def double_peak_separation(
             return Measurement(name, 0.0, None, "km/s", windows=windows)
         sep = float((wl[kr] - wl[kb]) / center * C_KM_S)
     except NotMeasurable as exc:
-        return Measurement(name, None, unit="km/s", why=str(exc), windows=windows)
+        return _unmeasured(name, exc, "km/s", windows)
     return Measurement(name, sep, pix / center * C_KM_S, "km/s", windows=windows)

@@ -85,6 +85,7 @@ def measure_carbon(rs: RestSpectrum) -> dict[str, Measurement]:
         "cn_4216": band_depth(rs, (4150.0, 4213.0), ((4222.0, 4260.0),), "CN 4216 depth"),
         "tio_7054": band_depth(rs, (7080.0, 7140.0), ((7040.0, 7052.0),), "TiO 7054 depth"),
         "tio_5167": band_depth(rs, (5170.0, 5200.0), ((5125.0, 5163.0),), "TiO/Mg 5167 depth"),
+        "slope": continuum_slope(rs, (4560.0, 4640.0), (7450.0, 7550.0), "continuum slope α"),
         "snr_green": snr_per_angstrom(rs, 5100.0, 5700.0, "S/N(5100-5700 Å)"),
     }
 

@@ -1,8 +1,11 @@
 """Per-task scores: for each task a sum of physically motivated terms, each tied to one measured (or derived)
-value and a threshold, so that the score is exactly the sum of its :class:`Evidence` contributions. A positive
-total says YES, a negative one NO (the calibration in ``tasks.py`` maps 0 to p_yes = 0.5). The justification is
-built from the largest contributions pulling the verdict's way (:func:`justification`), so it can only say what
-the numbers say.
+value with its error and a threshold. A term counts only when its value is significantly (``significance.SIGMA``
+errors) on one side of its threshold, so the score is exactly the sum of its significant :class:`Evidence`
+contributions, capped where a requirement is unmet or a veto is significant. A positive total leans to YES, a
+negative one to NO (the calibration in ``tasks.py`` maps 0 to p_yes = 0.5); ``decision.py`` turns that into a
+verdict only when the significant terms support it (:meth:`TaskScore.settle`). The justification is built from
+the significant terms pulling the verdict's way (:func:`justification`), each cited with its error, so it can only
+say what the numbers say.
 """
 
 from __future__ import annotations
@@ -12,35 +15,97 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .diagnostics import Measurement
+from .significance import SIGMA, Term
+
+#: the score is capped at this when a requirement is unmet or a veto is significant
+CAP = -1.0
 
 
 @dataclass(frozen=True)
 class Evidence:
-    """One term of a score: a measured value against a threshold and what that means for the task."""
+    """One term of a score: a measured value with its error against a threshold, and what that means for the task.
+
+    ``role``: ``"term"`` adds ``contribution`` when significant; ``"veto"`` also caps the score at :data:`CAP`
+    when significantly on its NO side (a feature no member of the class shows); ``"require"`` is a feature every
+    member shows: unless significantly on its YES side the score is capped (``contribution`` is then what the cap
+    removed), and significantly on its NO side it is a veto. ``defining``: ``(side, level)`` for a feature of the
+    class itself, present when the value is significantly on ``side`` of ``level`` (e.g. ``("above", 0.0)``: the
+    band absorbs); a YES needs one present (:attr:`present`).
+    """
 
     key: str  # key of the measurement (in Decision.measurements) the value comes from
-    name: str
-    value: float | None  # None: the measurement a requirement needs could not be made
-    unit: str
-    threshold: float
+    term: Term
     meaning: str  # what the value's side of the threshold means, e.g. "dwarf-strength"
-    contribution: float  # what this term added to the score (> 0 pulls to YES)
-    digits: int = 2
+    contribution: float  # what this term adds to the score when it counts (> 0 pulls to YES)
+    role: str = "term"
+    defining: tuple[str, float] | None = None
+    yes_side: str = "above"  # for a veto or requirement: the side of the threshold a member of the class is on
+
+    @property
+    def name(self) -> str:
+        return self.term.name
+
+    @property
+    def value(self) -> float | None:
+        return self.term.value
+
+    @property
+    def error(self) -> float | None:
+        return self.term.error
+
+    @property
+    def threshold(self) -> float:
+        return self.term.threshold
+
+    @property
+    def unit(self) -> str:
+        return self.term.unit
+
+    @property
+    def significant(self) -> bool:
+        return self.term.significant()
+
+    @property
+    def counts(self) -> bool:
+        """Whether the contribution is in the score: a significant term, or an unmet requirement (its cap)."""
+        if self.role == "require":
+            return self.contribution != 0.0
+        return self.significant and self.contribution != 0.0
+
+    @property
+    def detection(self) -> Term | None:
+        """For a defining feature: its value against the level where it is present."""
+        if self.defining is None:
+            return None
+        t = self.term
+        return Term(t.name, t.value, t.error, self.defining[1], t.unit, t.digits, t.why, t.no_signal)
+
+    @property
+    def present(self) -> bool:
+        """A defining feature significantly present (on its side of its detection level)."""
+        det = self.detection
+        return det is not None and det.side() == self.defining[0]
+
+    @property
+    def is_veto(self) -> bool:
+        """Significantly on the side no member of the class is on (a veto, or a requirement failed for sure)."""
+        if self.role not in ("veto", "require") or not self.significant:
+            return False
+        return self.term.side() != self.yes_side
 
     @property
     def relation(self) -> str:
-        """``above``/``below`` the threshold (``not measurable`` without a value)."""
+        """``above``/``below`` the threshold (raw side), ``not measurable`` without a value."""
         if self.value is None:
             return "not measurable"
         return "above" if self.value >= self.threshold else "below"
 
-    def claim(self) -> str:
-        """``name = value unit (above|below threshold: meaning)``, the form the justification uses."""
-        unit = f" {self.unit}" if self.unit else ""
-        if self.value is None:
-            return f"{self.name} not measurable ({self.meaning})"
-        return (f"{self.name} = {self.value:.{self.digits}f}{unit} ({self.relation} "
-                f"{self.threshold:.{self.digits}f}{unit}: {self.meaning})")
+    def claim(self, detection: bool = False) -> str:
+        """``name = value ± error unit (above|below threshold at Nσ: meaning)``, the form justifications use; a
+        term without a value says ``not significant (why)`` or ``not measurable (no usable pixels: why)``.
+        ``detection``: against the level where a defining feature is present instead of the score's threshold."""
+        text = (self.detection if detection and self.detection is not None else self.term).text()
+        return f"{text}: {self.meaning}" if self.meaning else text
 
 
 @dataclass
@@ -54,10 +119,62 @@ class TaskScore:
     no_conclusion: str = ""  # ... and a NO one
     cited: list[str] = field(default_factory=list)  # keys of the measurements the score read
     derived: dict[str, Measurement] = field(default_factory=dict)  # combined measurements the evidence cites
+    #: measurements that decide NO on their own when significant, checked even when the score abstains
+    decisive: list[Evidence] = field(default_factory=list)
+
+    def settle(self, p_yes: float) -> tuple[str | None, str]:
+        """The verdict the significant terms support and its text: ``("YES", justification)``, ``("NO", ...)``
+        or ``(None, reason)`` (UNDECIDED, naming the measurements that would have decided).
+
+        YES needs p_yes > 0.5, a defining feature significantly present and no veto; NO needs p_yes <= 0.5 and
+        a significant term against (or a veto); a decisive measurement gives NO when the score has nothing
+        else to go on.
+        """
+        if self.score is None:
+            veto = next((e for e in self.decisive if e.is_veto), None)
+            if veto is not None:
+                return "NO", f"{veto.claim()}: {self.no_conclusion}"
+            return None, self.abstain_reason or "nothing measurable decides"
+        vetoes = [e for e in self.evidence if e.is_veto]
+        if p_yes > 0.5 and not vetoes:
+            if any(e.present for e in self.evidence):
+                return "YES", justification("YES", self)
+            return None, self.undecided_reason("YES")
+        if vetoes or any(e.counts and e.contribution < 0 and (e.role != "require" or e.is_veto)
+                         for e in self.evidence):
+            return "NO", justification("NO", self)
+        return None, self.undecided_reason("NO")
+
+    def undecided_reason(self, leaning: str, max_items: int = 3) -> str:
+        """Why no verdict: the score leans one way but no term decides it at SIGMA; the largest terms that were
+        not significant or not measured, each with the error that would have made it decide."""
+        if leaning == "YES":  # the defining features that are not present: what would have decided
+            open_terms = [e for e in self.evidence if e.defining is not None and not e.present]
+        else:
+            open_terms = [e for e in self.evidence + self.decisive
+                          if not e.significant and (e.contribution != 0.0 or e.role != "term")]
+        open_terms.sort(key=lambda e: -abs(e.contribution))
+        parts, seen = [], set()
+        for e in open_terms:
+            if e.name in seen:
+                continue
+            seen.add(e.name)
+            term = e.detection if leaning == "YES" else e.term
+            need = term.error_to_decide()
+            if need is None:
+                parts.append(f"{e.claim()} (measuring it would decide)")
+            else:
+                parts.append(f"{e.claim()} (would decide with an error below {need:.{e.term.digits}f}"
+                             f"{' ' + e.unit if e.unit else ''})")
+            if len(parts) == max_items:
+                break
+        what = (f"the score leans towards the class, but none of its own features is present at {SIGMA:g} sigma"
+                if leaning == "YES" else f"none of the measured terms is significant at {SIGMA:g} sigma")
+        return f"{what}; " + "; ".join(parts) if parts else what
 
 
 class _Terms:
-    """Accumulates a score as a sum of evidence terms."""
+    """Accumulates a score as a sum of the significant evidence terms."""
 
     def __init__(self, m: dict[str, Measurement]):
         self.m = m
@@ -67,53 +184,81 @@ class _Terms:
 
     @property
     def total(self) -> float:
-        return float(sum(e.contribution for e in self.evidence))
+        """The score: the sum of the terms that count, capped at CAP when a veto is significant."""
+        total = float(sum(e.contribution for e in self.evidence if e.counts))
+        return min(total, CAP) if any(e.is_veto for e in self.evidence) else total
 
     def derive(self, key: str, meas: Measurement) -> Measurement:
         self.derived[key] = meas
         self.m = {**self.m, key: meas}
         return meas
 
-    def add(self, key: str, contribution: float, threshold: float, above: str, below: str,
-            value: float | None = None, digits: int = 2) -> float:
-        """Add a term read from measurement ``key`` (its value, unless ``value`` is given); ``above``/``below``
-        say what the value's side of ``threshold`` means."""
-        meas = self.m[key]
-        v = float(meas.value) if value is None and meas.value is not None else value
-        meaning = "" if v is None else (above if v >= threshold else below)
-        self.evidence.append(Evidence(key, meas.name, v, meas.unit, float(threshold), meaning, float(contribution),
-                                      digits))
+    def _cite(self, key: str) -> None:
         if key not in self.cited:
             self.cited.append(key)
+
+    def add(self, key: str, contribution: float, threshold: float, above: str, below: str,
+            value: float | None = None, digits: int = 2, *, defining: tuple[str, float] | None = None,
+            veto: str = "") -> float:
+        """Add a term read from measurement ``key`` (its value, unless ``value`` is given); ``above``/``below``
+        say what the value's side of ``threshold`` means. ``veto="above"`` (or ``"below"``) makes it a veto: a
+        member of the class is on that side, so significantly on the other caps the score."""
+        meas = self.m[key]
+        term = Term.of(meas, threshold, value=value, digits=digits)
+        v = term.value
+        meaning = "" if v is None else (above if v >= threshold else below)
+        self.evidence.append(Evidence(key, term, meaning, float(contribution), "veto" if veto else "term",
+                                      defining, veto or "above"))
+        self._cite(key)
         return contribution
 
-    def require(self, key: str, ok: bool, threshold: float, above: str, below: str, cap: float,
-                missing: str = "") -> None:
-        """A requirement: when not ``ok`` the score is brought down to at most ``cap`` by this term."""
-        if ok:
-            return
-        excess = self.total - cap
-        meas = self.m[key]
-        contribution = -max(excess, 0.0)
-        if meas.value is None:
-            self.evidence.append(Evidence(key, meas.name, None, meas.unit, float(threshold), missing or
-                                          (meas.why or "not measurable"), contribution))
+    def require(self, key: str, yes_side: str, threshold: float, yes: str, no: str, missing: str = "") -> None:
+        """A feature every member of the class shows: ``key`` significantly ``yes_side`` (``"above"`` or
+        ``"below"``) of ``threshold``; ``yes``/``no`` say what the value's side means. Unless it is, the score is
+        capped at CAP by this term; significantly on the other side it is a veto."""
+        meas = self.m.get(key)
+        if meas is None:
+            meas = Measurement(key, None, why=missing or "not measured")
+        term = Term.of(meas, threshold)
+        met = term.side() == yes_side
+        contribution = 0.0 if met else -max(self.total - CAP, 0.0)
+        if not term.measured:
+            text = missing or no
         else:
-            self.add(key, contribution, threshold, above, below)
+            text = yes if (term.value >= threshold) == (yes_side == "above") else no
+        self.evidence.append(Evidence(key, term, text, contribution, "require", None, yes_side))
+        if meas.ok:
+            self._cite(key)
 
-    def result(self, yes: str, no: str) -> TaskScore:
+    def decisive(self, key: str, yes_side: str, threshold: float, meaning: str) -> Evidence:
+        """A measurement that alone says NO when significantly off ``yes_side`` of ``threshold``."""
+        meas = self.m[key]
+        return Evidence(key, Term.of(meas, threshold), meaning, 0.0, "veto", None, yes_side)
+
+    def result(self, yes: str, no: str, decisive: list[Evidence] | None = None) -> TaskScore:
         return TaskScore(self.total, evidence=self.evidence, yes_conclusion=yes, no_conclusion=no,
-                         cited=self.cited, derived=self.derived)
+                         cited=self.cited, derived=self.derived, decisive=decisive or [])
 
 
 def justification(verdict: str, ts: TaskScore, max_claims: int = 3) -> str:
-    """A short sentence after ``\\boxed{verdict}``: the largest terms pulling the verdict's way, with their
-    values and sides of the threshold, then the task's conclusion. Never a claim the numbers contradict."""
+    """A short sentence after ``\\boxed{verdict}``: the largest significant terms pulling the verdict's way (vetoes
+    first for NO), each with its value, error and side of the threshold, then the task's conclusion. Never a
+    claim the numbers contradict, never a feature that is not significant."""
     sign = 1.0 if verdict == "YES" else -1.0
-    pro = sorted((e for e in ts.evidence if sign * e.contribution > 0), key=lambda e: -abs(e.contribution))
-    claims = [e.claim() for e in pro[:max_claims]]
+    vetoes = [e for e in ts.evidence if e.is_veto] if verdict == "NO" else []
+    pro = sorted((e for e in ts.evidence if e.significant and sign * e.contribution > 0 and e not in vetoes
+                  and e.role != "require"), key=lambda e: -abs(e.contribution))
+    claims = [e.claim() for e in vetoes + pro]
+    if verdict == "YES":  # the class's own features that are present come first, cited against their level
+        present = [e for e in ts.evidence if e.present]
+        claims = [e.claim() if e.significant and e.contribution > 0 else e.claim(detection=True)
+                  for e in present] + claims
+    by_name: dict[str, str] = {}
+    for c in claims:  # one claim per measurement (a veto and a term may read the same one)
+        by_name.setdefault(c.split(" = ")[0].split(" not ")[0], c)
+    claims = list(by_name.values())[:max_claims]
     conclusion = ts.yes_conclusion if verdict == "YES" else ts.no_conclusion
-    if not claims:  # every term is zero (cannot happen for a score away from 0, kept for safety)
+    if not claims:  # settle() gives a verdict only with a significant term its way; kept for safety
         return f"no measured feature decides clearly: {conclusion}"
     return "; ".join(claims) + f": {conclusion}"
 
@@ -160,6 +305,31 @@ def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: f
     return Measurement(label, float(value), error, unit, windows=windows)
 
 
+#: a continuum significantly bluer than this (α of F_λ ∝ λ^α) is no cool star's: it decides NO for the carbon,
+#: S-star and M-giant tasks on its own. F_λ falling to the red means hotter than about a K0 star; the members
+#: are far redder (synthetic positives: α >= 0.84 for gm, 2.3 for ss, 3.0 for carbon; the real M2 star 3.1),
+#: the real G stars here -0.5 to -1.4, the A stars -1.8 to -2.6; reddening only makes a star redder
+COOL_STAR_SLOPE_MIN = 0.0
+
+
+def _cool_star_slope(m: dict[str, Measurement]) -> list[Evidence]:
+    """The decisive term of the cool-star tasks: the continuum slope against :data:`COOL_STAR_SLOPE_MIN`."""
+    if "slope" not in m:
+        return []
+    term = Term.of(m["slope"], COOL_STAR_SLOPE_MIN)
+    meaning = ("a continuum too blue for a cool star" if term.measured and term.value < COOL_STAR_SLOPE_MIN
+               else "a continuum red enough for a cool star")
+    return [Evidence("slope", term, meaning, 0.0, "veto", None, "above")]
+
+
+def _with_decisive(ts: TaskScore, decisive: list[Evidence], no: str) -> TaskScore:
+    """An abstaining score that still carries the measurements able to decide NO alone."""
+    ts.decisive = decisive
+    ts.no_conclusion = no
+    ts.cited = [e.key for e in decisive if e.is_veto]
+    return ts
+
+
 def score_cv(m: dict[str, Measurement]) -> TaskScore:
     """Balmer emission (negative EW) in Hα and Hβ, helped by He I/He II emission, broad or double-peaked profiles.
 
@@ -176,14 +346,10 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
     e_hb = -_v(m["ew_hb"]) if _usable(m["ew_hb"], 4.0) else 0.0
     if _usable(m["ew_ha"], 4.0):
         t.add("ew_ha", 0.5 * (_clip(e_ha / 10.0, -1.0, 5.0) - 2.0), -20.0, "not the strong emission of a CV",
-              "strong Balmer emission")
-    else:
-        t.evidence.append(Evidence("ew_ha", m["ew_ha"].name, None, "Å", -20.0, "no usable Hα", -1.0))
+              "strong Balmer emission", defining=("below", 0.0))
     if _usable(m["ew_hb"], 4.0):
         t.add("ew_hb", 0.8 * (_clip(e_hb / 5.0, -1.0, 5.0) - 1.25), -6.25, "not the strong emission of a CV",
-              "strong Hβ emission")
-    else:
-        t.evidence.append(Evidence("ew_hb", m["ew_hb"].name, None, "Å", -6.25, "no usable Hβ", -1.0))
+              "strong Hβ emission", defining=("below", 0.0))
     if e_hb > 0 and _usable(m["ew_hg"], 4.0):
         t.add("ew_hg", 0.2 * _clip(-_v(m["ew_hg"]) / 4.0, 0.0, 4.0), 0.0, "no Hγ emission", "Hγ in emission")
     for k in ("ew_hei5876", "ew_heii4686"):
@@ -193,8 +359,8 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
     if widths:
         k = max(widths, key=lambda k: _v(m[k]))
         w = _v(m[k])
-        t.add(k, 1.0 if w >= 15.0 else (-0.5 if w < 8.0 else 0.0), 15.0, "broad, as in an accretion disc",
-              "narrow, as in a chromosphere or H II region")
+        t.add(k, 1.0 if w >= 15.0 else (-0.5 if w < 8.0 else 0.0), 15.0 if w >= 8.0 else 8.0,
+              "broad, as in an accretion disc", "narrow, as in a chromosphere or H II region")
     if m["dp_ha"].ok and _v(m["dp_ha"]) > 300.0:
         t.add("dp_ha", 1.0, 300.0, "double-peaked, as in a disc", "")
     if _usable(m["ew_ha"], 4.0) and e_hb > 5.0 and e_ha < 0.3 * e_hb:
@@ -203,9 +369,14 @@ def score_cv(m: dict[str, Measurement]) -> TaskScore:
               "weaker than Hβ's emission, which no CV shows")
     if _usable(m["ew_sii"], 2.0) and -_v(m["ew_sii"]) > max(2.0, 0.2 * e_ha):
         t.add("ew_sii", -1.5, -max(2.0, 0.2 * e_ha), "", "strong [S II], as in an H II region")
+    # every CV in quiescence shows Hα in emission (an outburst's absorption is scored by _cv_outburst)
+    t.require("ew_ha", "below", 0.0, "Hα emission, as in every quiescent CV",
+              "Hα in absorption, where every quiescent CV shows emission", missing="no usable Hα")
     out = t.result("as in an accreting cataclysmic variable", "not a cataclysmic variable")
     outburst = _cv_outburst(m)
-    if outburst is not None and outburst.score > out.score:
+    # where broad Balmer absorption could be a disc in outburst (no significant veto of that reading), the
+    # quiescent reading's NO (Hα in absorption) is no NO: the outburst reading decides, or leaves it undecided
+    if outburst is not None and outburst.score > out.score and not any(e.is_veto for e in outburst.evidence):
         return outburst
     return out
 
@@ -221,11 +392,13 @@ def _cv_outburst(m: dict[str, Measurement]) -> TaskScore | None:
     fwhm, ew, h9, slope = (_v(m[k]) for k in keys)
     t = _Terms(m)
     f_cost = 0.15 * max(0.0, 25.0 - fwhm) + 0.3 * max(0.0, fwhm - 65.0)
-    wide = 1.5 - f_cost >= 0
-    t.add("fwhm_hb_abs", 1.5 - f_cost, 25.0 if fwhm < 65.0 else 65.0,
-          ("broad enough for a disc in outburst" if wide else "broader than a disc in outburst") if fwhm > 65.0
-          else "of the intermediate width of a disc in outburst",
-          "close to the width of a disc in outburst" if wide else "narrower than a disc in outburst")
+    # the term is positive between 15 and 70 Å: up to 70 Å it counts when significantly broader than 15 Å (an A
+    # star's lines are narrower); above, when significantly broader than 70 Å, as a veto (a white dwarf's)
+    edge = 15.0 if fwhm <= 70.0 else 70.0
+    t.add("fwhm_hb_abs", 1.5 - f_cost, edge,
+          "broader than a disc in outburst" if fwhm > 70.0 else "of the width of a disc in outburst",
+          "of the width of a disc in outburst" if fwhm > 70.0 else "narrower than a disc in outburst",
+          defining=("above", 15.0), veto="below" if fwhm > 70.0 else "")
     if ew > 18.0 or ew < 4.0:
         t.add("ew_hb_wide", -0.3 * max(0.0, ew - 18.0) - 0.3 * max(0.0, 4.0 - ew), 18.0 if ew > 18.0 else 4.0,
               "deeper than a disc in outburst", "too shallow for a disc in outburst")
@@ -250,18 +423,22 @@ def score_carbon(m: dict[str, Measurement]) -> TaskScore:
     The C2 heads absorb blueward; the TiO 5167 head and Mg b absorb redward, so an M or K star gives a negative
     C2 5165 depth.
     """
+    decisive = _cool_star_slope(m)
     if (abstain := _abstain_unless_any(m, ("c2_5165", "c2_5636"), 0.08, "the C2 Swan band heads")) is not None:
-        return abstain
+        return _with_decisive(abstain, decisive, "not a carbon star")
     t = _Terms(m)
+    t.evidence += decisive
+    t.cited += [e.key for e in decisive]
     c2m = t.derive("c2_mean", _weighted(m, {"c2_5165": 1.0, "c2_5636": 1.0, "c2_4737": 0.5}, 0.08, "mean C2 depth"))
     c2 = _v(c2m)
     t.add("c2_mean", 12.0 * (c2 - CARBON_C2_ZERO), CARBON_C2_ZERO,
-          "deep C2 Swan bands absorbing blueward of their heads", "little or reversed C2 absorption")
+          "deep C2 Swan bands absorbing blueward of their heads", "little or reversed C2 absorption",
+          defining=("above", 0.0))
     if _usable(m["cn_4216"], 0.1):
         t.add("cn_4216", 2.0 * _clip(_v(m["cn_4216"]), -0.2, 0.5), 0.0, "CN absorbs", "no CN absorption")
     if _usable(m["tio_7054"], 0.05) and _v(m["tio_7054"]) > 0.15 and c2 < 0.1:
         t.add("tio_7054", -2.0, 0.15, "TiO bands of an oxygen-rich star", "")
-    return t.result("the signature of a carbon star", "not a carbon star")
+    return t.result("the signature of a carbon star", "not a carbon star", decisive)
 
 
 def score_ss(m: dict[str, Measurement]) -> TaskScore:
@@ -270,13 +447,15 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
     Hot stars' Hα wings depress 6478-6520 Å a little, so the slope term (0.5 per unit of α against 1, from -1.5
     to +1) costs blue stars; C2 bands (a carbon star, not an S star) cost 4 per 0.1 of depth above 0.1.
     """
+    decisive = _cool_star_slope(m)
     if (abstain := _abstain_unless_any(m, ("zro_6474", "zro_5551"), 0.08, "the ZrO bands")) is not None:
-        return abstain
+        return _with_decisive(abstain, decisive, "not an S-type star")
     t = _Terms(m)
+    t.evidence += decisive
     zm = t.derive("zro_mean", _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0, "zro_4640": 0.5}, 0.08,
                                         "mean ZrO depth"))
     t.add("zro_mean", 10.0 * (_v(zm) - SS_ZRO_ZERO), SS_ZRO_ZERO, "ZrO bands absorbing redward of their heads",
-          "ZrO bands absent or weaker than an S star's")
+          "ZrO bands absent or weaker than an S star's", defining=("above", 0.0))
     if m["slope"].ok:
         t.add("slope", 0.5 * _clip(_v(m["slope"]) - 1.0, -3.0, 2.0), 1.0, "a cool star's red continuum",
               "a continuum too blue for an S star")
@@ -284,7 +463,7 @@ def score_ss(m: dict[str, Measurement]) -> TaskScore:
         t.add("c2_5165", -4.0 * (_v(m["c2_5165"]) - 0.1) * 10, 0.1, "C2 bands of a carbon star", "")
     if _usable(m["tio_6159"], 0.05):
         t.cited.append("tio_6159")
-    return t.result("in a cool star, the mark of an S star", "not an S-type star")
+    return t.result("in a cool star, the mark of an S star", "not an S-type star", decisive)
 
 
 #: the TiO level (mean depth) and continuum slope a giant's score is measured from: with them the free logistic fit
@@ -309,21 +488,27 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
     Na I 8183/8195 as in Schiavon et al. 1997 and Mann et al. 2012): CaH 6830 depth above what a giant's TiO
     gives (0.1 + 0.5 × TiO 7054 depth) costs 30 per unit, CaH 6975 (CaH3) depth above 0.08 costs 30 per unit,
     Na I EW above 1.8 Å costs 2 per Å (below it adds up to 0.5), Ca II 8542 EW adds 0.4 per Å around 2 Å (strong
-    in giants). So a strong CaH or Na I pulls to NO whatever the TiO. YES needs a mean TiO depth of at least
-    0.10 (an M star; K giants have less): below it the score is capped at -1. C2 bands (carbon star) cost 20 per unit
-    depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star (TiO depth ≥ 0.08) none of
-    whose gravity features can be measured gets no verdict: TiO alone does not give the luminosity class.
+    in giants). So a strong CaH or Na I pulls to NO whatever the TiO (a veto when significant). YES needs a mean
+    TiO depth significantly above 0.10 (an M star; K giants have less; otherwise the score is capped at -1) and a
+    giant's gravity feature at 3 sigma (CaH 6830 below a giant's level, Na I below 1.8 Å or Ca II 8542 above 2 Å):
+    TiO alone says M star, not giant. A continuum significantly bluer than flat decides NO on its own. C2 bands
+    (carbon star) cost 20 per unit depth above 0.1, ZrO bands (S star) 30 per unit mean depth above 0.03. An M star
+    (TiO depth ≥ 0.08) none of whose gravity features can be measured gets no verdict: TiO alone does not give the
+    luminosity class.
     K I 7699 and Ca I 6162 are measured and shown but not scored: at LAMOST resolution they do not separate the real
     dwarfs from giants here.
     """
+    decisive = _cool_star_slope(m)
     if (abstain := _abstain_unless_any(m, ("tio_7054", "tio_6159"), 0.05, "the TiO bands")) is not None:
-        return abstain
+        return _with_decisive(abstain, decisive, "not an M giant")
     gravity = ("cah_6830", "cah_6975", "ew_nai")
     tio_any = max((_v(m[k]) for k in ("tio_7054", "tio_6159") if _usable(m[k], 0.05)), default=0.0)
     if tio_any >= 0.08 and not any(_usable(m[k], 0.05 if k != "ew_nai" else 1.0) for k in gravity):
         # an M star whose luminosity class cannot be read: no verdict rather than a guess from TiO alone
-        return _abstain_unless_any(m, gravity, 0.0, "the gravity-sensitive features (luminosity class)")
+        return _with_decisive(_abstain_unless_any(m, gravity, 0.0, "the gravity-sensitive features (luminosity class)"),
+                              decisive, "not an M giant")
     t = _Terms(m)
+    t.evidence += decisive
     tm = t.derive("tio_mean", _weighted(m, {"tio_7054": 1.0, "tio_6159": 1.0, "tio_8432": 1.0}, 0.05,
                                         "mean TiO depth"))
     tio = _v(tm)
@@ -341,17 +526,19 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
         t.derive("cah_excess", Measurement("CaH 6830 depth above a giant's (0.1 + 0.5 × TiO 7054)", excess, err,
                                            windows=cah.windows + tio7.windows))
         t.add("cah_excess", -30.0 * max(0.0, excess) + 5.0 * _clip(-excess, 0.0, 0.1), 0.0,
-              "CaH of a dwarf, high gravity", "CaH as weak as a giant's")
+              "CaH of a dwarf, high gravity", "CaH as weak as a giant's", defining=("below", 0.0),
+              veto="below")
     if _usable(m["cah_6975"], 0.05):
         t.add("cah_6975", -30.0 * max(0.0, _v(m["cah_6975"]) - GM_CAH3_MAX), GM_CAH3_MAX,
-              "CaH of a dwarf, high gravity", "CaH as weak as a giant's")
+              "CaH of a dwarf, high gravity", "CaH as weak as a giant's", veto="below")
     if _usable(m["ew_nai"], 1.0):
         nai = _v(m["ew_nai"])
         t.add("ew_nai", -2.0 * max(0.0, nai - GM_NAI_MAX) + 0.5 * _clip(GM_NAI_MAX - nai, 0.0, 1.0), GM_NAI_MAX,
-              "dwarf-strength Na I, high gravity", "Na I as weak as a giant's")
+              "dwarf-strength Na I, high gravity", "Na I as weak as a giant's",
+              defining=("below", GM_NAI_MAX), veto="below")
     if _usable(m["ew_cat"], 1.0):
         t.add("ew_cat", 0.4 * _clip(_v(m["ew_cat"]) - 2.0, -2.0, 2.0), 2.0, "a giant's strong Ca II triplet",
-              "a weak Ca II triplet, as in a dwarf")
+              "a weak Ca II triplet, as in a dwarf", defining=("above", 2.0))
     if _usable(m["c2_5165"], 0.08) and _v(m["c2_5165"]) > 0.1:
         t.add("c2_5165", -20.0 * (_v(m["c2_5165"]) - 0.1), 0.1, "C2 bands of a carbon star", "")
     zro = _weighted(m, {"zro_6474": 1.0, "zro_5551": 1.0}, 0.08, "mean ZrO depth")
@@ -362,8 +549,9 @@ def score_gm(m: dict[str, Measurement]) -> TaskScore:
         if k in m and m[k].ok:
             t.cited.append(k)
     # a K star's weak TiO with a giant's gravity is not an M giant, whatever the other terms
-    t.require("tio_mean", tio >= GM_TIO_MIN, GM_TIO_MIN, "", "TiO bands too weak for an M star", cap=-1.0)
-    return t.result("as in an M giant", "not an M giant")
+    t.require("tio_mean", "above", GM_TIO_MIN, "TiO bands of an M star (M0 and later)",
+              "TiO bands too weak for an M star")
+    return t.result("as in an M giant", "not an M giant", decisive)
 
 
 #: a white dwarf's continuum is blue: α below this (F_λ ∝ λ^α, 4600-6070 Å); real DA/DB: α < -1
@@ -380,8 +568,10 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     YES needs both a blue continuum (α below -0.5, measured) and, for a DA, broad Balmer absorption (mean FWHM of
     at least 20 Å and mean EW of at least 5 Å, measured); failing either caps the score at -1 whatever else.
     """
+    decisive, decisive_derived = _wd_decisive(m)
     if (abstain := _abstain_unless_any(m, ("ew_hb", "ew_hg"), 5.0, "the Balmer line profiles")) is not None:
-        return abstain
+        abstain.derived.update(decisive_derived)
+        return _with_decisive(abstain, decisive, "not a white dwarf")
     used = [k for k in ("ew_hb", "ew_hg") if _usable(m[k], 5.0)]
     ewm = _weighted(m, {k: 1.0 for k in used}, 5.0, "mean Balmer EW", "Å")
     widths = {k: 1.0 for k in ("fwhm_hb", "fwhm_hg", "fwhm_hd") if m[k].ok}
@@ -400,8 +590,9 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     # DA
     if fwm is not None:
         da.add("fwhm_balmer", 0.08 * (_v(fwm) - 40.0), 40.0, "pressure-broadened, as in a white dwarf",
-               "too narrow for a white dwarf")
-    da.add("ew_balmer", 0.1 * (ew - 29.0), 29.0, "deep Balmer absorption", "too weak for a white dwarf")
+               "too narrow for a white dwarf", defining=("above", WD_FWHM_MIN))
+    da.add("ew_balmer", 0.1 * (ew - 29.0), 29.0, "deep Balmer absorption", "too weak for a white dwarf",
+           defining=("above", WD_EW_MIN))
     if slope_ok:
         da.add("slope", 0.5 * _clip(-slope - 1.5, -2.0, 2.0), -1.5, "a continuum too red for a hot white dwarf",
                "a hot blue continuum")
@@ -418,15 +609,34 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     db.add("ew_balmer", -0.2 * max(ew, 0.0), 0.0, "hydrogen lines present, not a DB", "no hydrogen absorption")
     for k, w in (("ew_hei4471", 0.8), ("ew_hei5876", 0.5)):
         if _usable(m[k], 1.5):
-            db.add(k, w * _clip(_v(m[k]) - 2.0, -3.0, 3.0), 2.0, "He I absorption", "no He I absorption")
+            db.add(k, w * _clip(_v(m[k]) - 2.0, -3.0, 3.0), 2.0, "He I absorption", "no He I absorption",
+                   defining=("above", 0.0))
     # the requirements: a blue continuum (both), broad Balmer absorption (DA)
     for t in (da, db):
-        t.require("slope", slope_ok and slope < WD_SLOPE_MAX, WD_SLOPE_MAX, "not the blue continuum of a white dwarf",
-                  "", cap=-1.0, missing="no continuum slope, so no evidence of a hot continuum")
-    da.require("fwhm_balmer", fwm is not None and _v(fwm) >= WD_FWHM_MIN, WD_FWHM_MIN, "",
-               "no broad Balmer absorption", cap=-1.0, missing="no broad Balmer absorption measured")
-    da.require("ew_balmer", ew >= WD_EW_MIN, WD_EW_MIN, "", "no broad Balmer absorption", cap=-1.0)
+        t.require("slope", "below", WD_SLOPE_MAX, "the blue continuum of a white dwarf",
+                  "not the blue continuum of a white dwarf",
+                  missing="no continuum slope, so no evidence of a hot continuum")
+    da.require("fwhm_balmer", "above", WD_FWHM_MIN, "broad Balmer absorption", "no broad Balmer absorption",
+               missing="no broad Balmer absorption measured")
+    da.require("ew_balmer", "above", WD_EW_MIN, "Balmer absorption", "no broad Balmer absorption")
     if db.total > da.total:
         return db.result("He I absorption in a hot continuum without hydrogen, as in a DB white dwarf",
-                         "not a white dwarf")
-    return da.result("as in a DA white dwarf", "not a white dwarf")
+                         "not a white dwarf", decisive)
+    return da.result("as in a DA white dwarf", "not a white dwarf", decisive)
+
+
+def _wd_decisive(m: dict[str, Measurement]) -> tuple[list[Evidence], dict[str, Measurement]]:
+    """What rules a white dwarf out alone: a continuum significantly redder than WD_SLOPE_MAX, or Balmer absorption
+    significantly below WD_EW_MIN together with both He I lines significantly below 2 Å (neither DA nor DB)."""
+    slope = Term.of(m["slope"], WD_SLOPE_MAX)
+    out = [Evidence("slope", slope, "not the blue continuum of a white dwarf" if slope.measured and
+                    slope.value >= WD_SLOPE_MAX else "the blue continuum of a white dwarf", 0.0, "veto", None,
+                    "below")]
+    balmer = _weighted(m, {k: 1.0 for k in ("ew_hb", "ew_hg") if m[k].ok}, float("inf"), "mean Balmer EW", "Å")
+    he = [Term.of(m[k], 2.0) for k in ("ew_hei4471", "ew_hei5876")]
+    if balmer is None or not all(h.below() for h in he):
+        return out, {}
+    he_text = " and ".join(h.quantity() for h in he)
+    out.append(Evidence("ew_balmer_any", Term.of(balmer, WD_EW_MIN), f"no Balmer absorption, and no He I "
+                        f"absorption either ({he_text})", 0.0, "veto", None, "above"))
+    return out, {"ew_balmer_any": balmer}
