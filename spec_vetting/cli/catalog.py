@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from .run_option import InputError, checked_run, run_option
+
 
 @click.group("catalog")
 def catalog() -> None:
@@ -131,7 +133,7 @@ def compact(root: str) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
 @click.option("--current", is_flag=True, help="The current view (one row per candidate and task) instead of every run.")
 @click.option("--where", default=None, help="SQL condition on the columns, e.g. \"task = 'cv' AND verdict = 'YES'\".")
-@click.option("--run-id", default=None, help="Only this run's rows.")
+@run_option("only this run's rows (default: every run)")
 def export(root, fmt, output, current, where, run_id) -> None:
     """Verdict rows as FITS, VOTable, ECSV, CSV or Parquet, with units and descriptions (TOPCAT, astropy).
 
@@ -145,6 +147,7 @@ def export(root, fmt, output, current, where, run_id) -> None:
     from ..errors import CatalogReadError
 
     _check_root(root)
+    run_id = checked_run(root, run_id)
     try:
         n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id)
     except CatalogReadError as exc:
@@ -159,7 +162,7 @@ def export(root, fmt, output, current, where, run_id) -> None:
 @click.argument("task")
 @click.argument("turn", type=int)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
-@click.option("--run-id", default=None, help="The run (default: the one of the current verdict).")
+@run_option("the run (default: the one of the current verdict)")
 @click.option("--no-check", is_flag=True, help="Write the picture even when its hash differs from the recorded one.")
 def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
     """The picture the model saw on TURN (-1: the full view), stored or re-rendered and checked by its sha256.
@@ -170,11 +173,14 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
       spec-vet catalog picture catalog/ spec-55862-B6212_sp06-006 cv 1 -o zoom1.png
     """
     from ..catalog.pictures import turn_picture, write_picture
-    from ..errors import SpecVettingError
+    from ..errors import NotInCatalogError, SpecVettingError
 
     _check_root(root)
+    run_id = checked_run(root, run_id)
     try:
         png, row = turn_picture(root, candidate, task, turn, run_id, check=not no_check)
+    except NotInCatalogError as exc:  # the command names what the catalog does not hold: no rerun changes that
+        raise InputError(str(exc)) from exc
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

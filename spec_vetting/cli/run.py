@@ -76,7 +76,9 @@ JOB_OPTIONS = [
                 help="In-flight inspections per endpoint, whole cluster (8)."),
     _job_option("concurrency", "--concurrency", type=int, help="In-flight inspections per shard (in-process engines)."),
     _job_option("shard_size", "--shard-size", type=int, help="Candidate-task pairs per shard (the unit of resume)."),
-    _job_option("run_id", "--run-id", help="Run id (default: time + hash); an unfinished run with this id is resumed."),
+    _job_option("run_id", "--run", "--run-id",
+                help="Run id (default: time + hash); an unfinished run with this id is resumed (--run-id is the same "
+                "option)."),
     _job_option("run_date", "--run-date", help="Partition date YYYY-MM-DD (default: today)."),
     _job_option("title", "--title", help="Plot title of the pictures ('Spectrum', as in training)."),
     _job_option("specvi_rerender", "--specvi-rerender/--no-specvi-rerender",
