@@ -129,19 +129,26 @@ def compact(root: str) -> None:
 
 @catalog.command("export")
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["fits", "votable", "ecsv", "csv", "parquet"]), required=True)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--format", "fmt", type=click.Choice(["fits", "votable", "ecsv", "csv", "parquet", "hats"]),
+              required=True)
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="File to write (hats: a folder, replaced when it holds an earlier HATS export).")
 @click.option("--current", is_flag=True, help="The current view (one row per candidate and task) instead of every run.")
 @click.option("--where", default=None, help="SQL condition on the columns, e.g. \"task = 'cv' AND verdict = 'YES'\".")
 @run_option("only this run's rows (default: every run)")
 def export(root, fmt, output, current, where, run_id) -> None:
-    """Verdict rows as FITS, VOTable, ECSV, CSV or Parquet, with units and descriptions (TOPCAT, astropy).
+    """Verdict rows as FITS, VOTable, ECSV, CSV, Parquet or a HATS catalog (lsdb), with units and descriptions.
+
+    FITS, VOTable and ECSV carry UCDs, TCOMMn descriptions and started_at as a time (TOPCAT, astropy); integer
+    nulls are the type's minimum. hats writes a folder that lsdb.read_hats opens, HEALPix-partitioned, rows
+    without ra/dec left out.
 
     \b
     Examples:
       spec-vet catalog export catalog/ --format fits -o verdicts.fits --current
       spec-vet catalog export catalog/ --format votable -o cv_yes.vot --current \\
           --where "task = 'cv' AND verdict = 'YES'"
+      spec-vet catalog export catalog/ --format hats -o verdicts_hats/ --current
     """
     from ..catalog.export import export_catalog
     from ..errors import CatalogReadError
@@ -149,8 +156,9 @@ def export(root, fmt, output, current, where, run_id) -> None:
     _check_root(root)
     run_id = checked_run(root, run_id)
     try:
-        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id)
-    except CatalogReadError as exc:
+        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
+                           notice=lambda s: click.echo(f"note: {s}", err=True))
+    except (CatalogReadError, FileExistsError) as exc:  # a selection or an output that no rerun fixes
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo(f"{n} row(s) -> {output}")
