@@ -96,7 +96,9 @@ JOB_OPTIONS = [
     _job_option("cluster.processes", "--processes/--threads",
                 help="Worker processes (default) or threads in this process."),
     _job_option("cluster.memory_limit", "--memory-limit", help="Per-worker memory limit, e.g. 4GiB."),
-    _job_option("cluster.dashboard", "--dashboard/--no-dashboard", help="Serve and print the Dask dashboard."),
+    _job_option("cluster.dashboard", "--dashboard/--no-dashboard",
+                help="Print the Dask dashboard link as a line that stays (default: served, its link shown beside "
+                "the progress bar while the run lasts); --no-dashboard serves none."),
     _job_option("max_error_rate", "--max-error-rate", type=float,
                 help="Exit 1 (FAILED) when more than this fraction (0-1) of the verdicts are ERROR."),
 ]
