@@ -65,6 +65,10 @@ class TargetNotFoundError(SpectrumReadError):
     kind = "target_not_found"
 
 
+class TargetNeededError(TargetNotFoundError):
+    """A file of several usable spectra was read without saying which one (the caller must pass a target)."""
+
+
 class _RowError(SpecVettingError):
     """An error located in a table file: ``path, row N: reason. hint``."""
 
@@ -128,6 +132,10 @@ class CatalogReadError(SpecVettingError):
     """ROOT holds no readable verdict catalog, or not the run asked for."""
 
     kind = "catalog_read_error"
+
+
+class NotInCatalogError(CatalogReadError):
+    """The catalog has no such candidate, task or turn: the request names what is not there (no rerun fixes it)."""
 
 
 class RunLockedError(SpecVettingError):

@@ -190,6 +190,43 @@ def test_k8s_and_compose_dry_runs_and_yaml():
     assert sum(1 for name in compose["services"] if name.startswith("replica-")) == 8
 
 
+def _compose_validator():
+    """A validator of the Compose specification's JSON schema (the copy vendored in check-jsonschema), with the one
+    rule its text states but the schema leaves out: a device reservation gives ``count`` or ``device_ids``, never
+    both ("count and device_ids fields are exclusive. Compose returns an error if both are specified", the Compose
+    file deploy reference)."""
+    import copy
+    import json
+    from importlib.resources import files
+
+    import jsonschema
+
+    text = files("check_jsonschema.builtin_schemas.vendor").joinpath("compose-spec.json").read_text("utf-8")
+    schema = copy.deepcopy(json.loads(text))
+    schema["$defs"]["devices"]["items"]["not"] = {"required": ["count", "device_ids"]}
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize("name", ["compose.yaml", "compose.vllm.yaml"])
+def test_compose_files_follow_the_compose_specification(name):
+    validator = _compose_validator()
+    doc = yaml.safe_load((DEPLOY / "compose" / name).read_text())
+    errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+    assert not errors, errors
+    if name == "compose.yaml":  # each replica reserves its own GPU by id
+        ids = [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"]
+               for n, s in sorted(doc["services"].items()) if n.startswith("replica-")]
+        assert ids == [[str(i)] for i in range(8)]
+
+
+def test_the_compose_check_refuses_count_beside_device_ids():
+    bad = {"services": {"r": {"image": "x", "deploy": {"resources": {"reservations": {"devices": [
+        {"driver": "nvidia", "count": 1, "device_ids": ["0"], "capabilities": ["gpu"]}]}}}}}}
+    assert not _compose_validator().is_valid(bad)
+    bad["services"]["r"]["deploy"]["resources"]["reservations"]["devices"][0].pop("count")
+    assert _compose_validator().is_valid(bad)
+
+
 def _flag_map(argv: list[str]) -> dict[str, str | None]:
     """``--key value`` / ``--key=value`` / ``--flag`` arguments as a mapping."""
     flags, i = {}, 0

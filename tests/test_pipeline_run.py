@@ -420,3 +420,22 @@ def test_store_pictures_keeps_each_picture_once(tmp_path, fake_candidates):
 
     data = read_run(tmp_path / "cat")
     assert data.initial_image("c-0", "cv") == TINY_PNG
+
+
+@pytest.mark.parametrize("dashboard", [None, True])
+def test_the_dashboard_link_is_shown_only_while_the_cluster_lives_unless_asked_for(
+        tmp_path, fake_candidates, capsys, dashboard):
+    """Default: the link sits beside the progress bar while the run lasts and is gone from the final bar (a line
+    printed for good is dead once the run ends); --dashboard prints it as a line."""
+    fake_candidates["cands"] = _cands(2)
+    job = _job(tmp_path, cluster={"processes": False, "workers": 1, "dashboard": dashboard})
+    messages = []
+    out = runner.run_job(job, progress=True, echo=messages.append)
+    assert out.status == "finished"
+    bar = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    shown = [ln for ln in bar if "dashboard http" in ln]
+    if dashboard is None:
+        assert not any("Dask dashboard" in m for m in messages)
+        assert shown and "dashboard" not in [ln for ln in bar if ln.strip()][-1]
+    else:
+        assert any(m.startswith("Dask dashboard: http") for m in messages) and not shown

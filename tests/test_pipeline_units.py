@@ -144,6 +144,20 @@ def test_healpix_missing_positions():
         ang2pix_nest(3, 0, 0)
 
 
+def test_healpix_column_is_the_order_6_parent_of_the_hats_index():
+    """One implementation: the nside-64 column is the order-29 cell of cdshealpix (the library hats uses) 23 orders
+    up, for positions all over the sphere."""
+    from astropy import units as u
+    from cdshealpix.nested import lonlat_to_healpix
+
+    rng = np.random.default_rng(7)
+    ra = rng.uniform(0, 360, 5000)
+    dec = np.degrees(np.arcsin(rng.uniform(-1, 1, 5000)))
+    want = np.asarray(lonlat_to_healpix(ra * u.deg, dec * u.deg, 29), dtype=np.int64) >> (2 * 23)
+    assert np.array_equal(ang2pix_nest(64, ra, dec), want)
+    assert [healpix_or_none(r, d) for r, d in zip(ra[:50], dec[:50], strict=True)] == want[:50].tolist()
+
+
 # --- catalog schemas and readers -------------------------------------------------------------------------------
 
 

@@ -328,5 +328,5 @@ def test_review_import_refuses_rows_the_run_does_not_have(tmp_path):
     ):
         f.write_text(_export(rows), encoding="utf-8")
         res = CliRunner().invoke(main, ["review", "import", str(root), str(f)])
-        assert res.exit_code == 1 and says in res.output and "nothing imported" in res.output, res.output
+        assert res.exit_code == 2 and says in res.output and "nothing imported" in res.output, res.output
     assert not reviewed_labels_path(root).exists()

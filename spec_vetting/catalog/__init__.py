@@ -4,10 +4,11 @@
   with each column's description and unit;
 - :mod:`.rows`: an inspection result (with its candidate and spectrum) as verdict and turn rows, and rows as an
   Arrow table (:func:`~.rows.rows_to_table`, which refuses unknown or missing columns);
-- :mod:`.healpix`: the ``healpix`` column's pixel index;
+- :mod:`.healpix`: the ``healpix`` and ``_healpix_29`` pixel indices (cdshealpix);
 - :mod:`.read`: verdict and turn tables, run records, one run as Python records (:class:`~.read.RunData`);
 - :mod:`.current`: the current view (one row per candidate and task); :mod:`.pictures`: pictures by reference,
-  re-rendered and hash-checked; :mod:`.export`: FITS/VOTable/ECSV/CSV/Parquet exports;
+  re-rendered and hash-checked; :mod:`.export`: FITS/VOTable/ECSV/CSV/Parquet/HATS exports (:mod:`.astropy_stream`,
+  :mod:`.vo`, :mod:`.hats_export`);
 - :mod:`.labels`: ground truth for a run from the ``label`` column, label files and review-page exports.
 
 The catalog sits above ``inspect`` (label files use its task aliases) and below ``pipeline``, which writes it, and

@@ -22,9 +22,7 @@ written as Python backslash escapes (``Å`` -> ``\\xc5``).
 
 from __future__ import annotations
 
-import contextlib
 import io
-import warnings
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -32,12 +30,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import CatalogReadError
+from .vo import UCDS, describe_fits_columns, int_null, is_time, vo_unit
 
 #: upper bound of one chunk's fixed-width arrays (numpy unicode text takes 4 bytes a character); the peak follows it:
 #: a VOTable of 400k rows peaked at 1023 MB with 64 MB chunks, 672 MB with 16 MB, in the same time
 CHUNK_BYTES = 16 << 20
 _FITS_BLOCK = 2880
 _ISO = "%Y-%m-%dT%H:%M:%S"
+#: what sits under a null time (any valid time: it is masked)
+_EPOCH = "2000-01-01T00:00:00.000"
 
 #: a fresh iterator of the rows' batches each call, of the named columns only (None: all of them)
 Batches = Callable[[list[str] | None], Iterable[pa.RecordBatch]]
@@ -86,9 +87,10 @@ def _columns(data: pa.Table | pa.RecordBatch, schema: pa.Schema) -> Iterator[tup
 
 
 def to_astropy(schema: pa.Schema, data: pa.Table | pa.RecordBatch, widths: dict[str, int] | None = None,
-               ascii_only: bool = False):
-    """``data`` as an astropy table of masked columns with units and descriptions; text columns ``U<widths[name]>``
-    when given (so that every chunk has the same column definitions), else as wide as their longest value."""
+               ascii_only: bool = False, fmt: str = "fits"):
+    """``data`` as an astropy table of masked columns with units, descriptions and UCDs, written as ``fmt`` (fits,
+    votable or ecsv: see :mod:`.vo`); text columns ``U<widths[name]>`` when given (so that every chunk has the same
+    column definitions), else as wide as their longest value."""
     from astropy.table import MaskedColumn, Table
 
     md = schema.metadata or {}
@@ -99,10 +101,34 @@ def to_astropy(schema: pa.Schema, data: pa.Table | pa.RecordBatch, widths: dict[
         fm = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
         mask = np.asarray(col.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         unit, desc = fm.get("unit") or None, fm.get("description")
-        if pa.types.is_timestamp(f.type):
+        meta = {"ucd": UCDS[f.name]} if f.name in UCDS else {}
+        if is_time(f.type) and fmt == "ecsv":
+            out[f.name] = _time(_text(col, f.type, False), mask)
+            out[f.name].info.description, out[f.name].info.meta = desc, meta
+            continue
+        if is_time(f.type):
             unit, desc = None, fm.get("description", "") + " (ISO 8601, UTC)"
-        out[f.name] = MaskedColumn(_values(f, col, widths, ascii_only), mask=mask, unit=unit, description=desc)
+            if fmt == "votable":
+                meta["xtype"] = "timestamp"
+        fill = None
+        if pa.types.is_integer(f.type):
+            fill = int_null(f.type)
+            if fmt == "votable":
+                meta["values"] = {"null": fill}
+        out[f.name] = MaskedColumn(_values(f, col, widths, ascii_only), mask=mask, fill_value=fill,
+                                   unit=vo_unit(unit) if fmt == "votable" else unit, description=desc,
+                                   meta=meta or None)
     return out
+
+
+def _time(text: pa.Array, mask: np.ndarray):
+    """ISO 8601 UTC text (nulls under ``mask``) as a masked astropy ``Time`` of millisecond precision."""
+    from astropy.time import Time
+    from astropy.utils.masked import Masked
+
+    values = np.array(text.fill_null(_EPOCH).to_numpy(zero_copy_only=False), dtype=str)
+    values[mask] = _EPOCH
+    return Time(Masked(values, mask=mask), format="isot", scale="utc", precision=3)
 
 
 def _values(f: pa.Field, col: pa.Array, widths: dict[str, int] | None, ascii_only: bool) -> np.ndarray:
@@ -161,16 +187,6 @@ def chunks(schema: pa.Schema, batches: Iterable[pa.RecordBatch], chunk_bytes: in
             yield b.slice(start, step)
 
 
-@contextlib.contextmanager
-def _quiet_units():
-    """VOUnit calls Angstrom deprecated (TOPCAT and astropy read it): the catalog's unit stays as documented."""
-    from astropy.units import UnitsWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UnitsWarning)
-        yield
-
-
 def _changed(path) -> CatalogReadError:
     return CatalogReadError(f"{path}: the rows changed while they were exported (a run writing?); export again")
 
@@ -194,19 +210,47 @@ def _split_ecsv(text: str) -> tuple[str, str]:
     return text[:end], text[end:]
 
 
+def _ecsv_head(schema: pa.Schema, masked: frozenset[str]) -> str:
+    """The ECSV header astropy writes for rows whose time columns ``masked`` hold a null (and the others none):
+    astropy describes a Time column with a null as a masked one, and one without as a plain one."""
+    row = [pa.array([None if f.name in masked else 0], f.type) if is_time(f.type) else pa.nulls(1, f.type)
+           for f in schema]
+    return _split_ecsv(_ecsv(to_astropy(schema, pa.table(row, schema=schema), fmt="ecsv")))[0]
+
+
 def write_ecsv(out, schema: pa.Schema, batches: Batches, *, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """Stream the rows as ECSV; returns the row count."""
-    head, _ = _split_ecsv(_ecsv(to_astropy(schema, schema.empty_table())))
+    """Stream the rows as ECSV; returns the row count. With a time column, a first pass over the time columns
+    finds which hold a null (the header says so before the first row)."""
+    times = [f.name for f in schema if is_time(f.type)]
+    total, masked = None, set()
+    if times:
+        total = 0
+        for b in batches(times):
+            total += b.num_rows
+            masked.update(name for name in times if b.column(name).null_count)
+    if total:
+        head = _ecsv_head(schema, frozenset(masked))
+    else:  # no time column, or no row: what astropy writes for an empty table
+        head, _ = _split_ecsv(_ecsv(to_astropy(schema, schema.empty_table(), fmt="ecsv")))
+    heads = {frozenset(masked): head}
     rows_in = batches(None)  # before the file is opened: a bad --where leaves no file behind
     n = 0
-    with _quiet_units(), open(out, "w", encoding="utf-8", newline="") as fh:
+    with open(out, "w", encoding="utf-8", newline="") as fh:
         fh.write(head)
         for chunk in chunks(schema, rows_in, chunk_bytes):
-            own_head, rows = _split_ecsv(_ecsv(to_astropy(schema, chunk)))
-            if own_head != head:  # a chunk astropy describes otherwise would not parse under this header
+            own_head, rows = _split_ecsv(_ecsv(to_astropy(schema, chunk, fmt="ecsv")))
+            # a chunk without the nulls of the whole is described as unmasked; its rows read the same under head
+            own = frozenset(name for name in times if chunk.column(name).null_count)
+            if not own <= masked:
+                raise _changed(out)
+            if own not in heads:
+                heads[own] = _ecsv_head(schema, own)
+            if own_head != (heads[own] if times else head):  # a chunk astropy describes otherwise
                 raise RuntimeError(f"ECSV header of a chunk differs from the first:\n{own_head}\n{head}")
             fh.write(rows)
             n += chunk.num_rows
+    if total is not None and n != total:
+        raise _changed(out)
     return n
 
 
@@ -232,9 +276,9 @@ def write_votable(out, schema: pa.Schema, batches: Batches, *, chunk_bytes: int 
     total, widths = _measure_text(schema, batches, ascii_only=False)
     head = tail = None
     n = 0
-    with _quiet_units(), open(out, "wb") as fh:
+    with open(out, "wb") as fh:
         for chunk in chunks(schema, batches(None), chunk_bytes, widths) if total else ():
-            own_head, rows, own_tail = _split_votable(_votable(_checked(schema, chunk, widths, False, out)))
+            own_head, rows, own_tail = _split_votable(_votable(_checked(schema, chunk, widths, out)))
             if head is None:
                 head, tail = own_head, own_tail
                 fh.write(head)
@@ -243,17 +287,18 @@ def write_votable(out, schema: pa.Schema, batches: Batches, *, chunk_bytes: int 
             fh.write(rows)
             n += chunk.num_rows
         # no rows: astropy writes a table without DATA
-        fh.write(tail if head is not None else _votable(to_astropy(schema, schema.empty_table(), widths)))
+        fh.write(tail if head is not None else _votable(to_astropy(schema, schema.empty_table(), widths,
+                                                                   fmt="votable")))
     return n
 
 
-def _checked(schema, chunk, widths, ascii_only, out):
-    """The chunk as astropy columns of the final widths; a longer text than measured (rows added meanwhile) would
-    be cut silently by numpy, so it is an error."""
-    _, own = measure(schema, [chunk], ascii_only)
+def _checked(schema, chunk, widths, out):
+    """The chunk as VOTable astropy columns of the final widths; a longer text than measured (rows added
+    meanwhile) would be cut silently by numpy, so it is an error."""
+    _, own = measure(schema, [chunk], False)
     if any(own[k] > widths[k] for k in own):
         raise _changed(out)
-    return to_astropy(schema, chunk, widths, ascii_only)
+    return to_astropy(schema, chunk, widths, False, fmt="votable")
 
 
 # ------------------------------------------------------------------------------------------------------------ FITS
@@ -261,7 +306,8 @@ def _checked(schema, chunk, widths, ascii_only, out):
 
 def _fits_headers(schema: pa.Schema, widths: dict[str, int], n: int):
     """(primary header bytes, BINTABLE header, TNULL of each int column), astropy's own for a zero-row table with
-    the final widths (through ``Table.write``, which adds the serialized column descriptions), NAXIS2 = ``n``."""
+    the final widths (through ``Table.write``, which adds the serialized column descriptions), NAXIS2 = ``n``,
+    with the column descriptions and time keywords of :func:`.vo.describe_fits_columns`."""
     from astropy.io import fits
 
     buf = io.BytesIO()
@@ -272,6 +318,7 @@ def _fits_headers(schema: pa.Schema, widths: dict[str, int], n: int):
         header = hdul[1].header.copy()
         nulls = {c.name: c.null for c in hdul[1].columns if c.null is not None}
     header["NAXIS2"] = n
+    describe_fits_columns(header, schema)
     return primary, header, nulls
 
 

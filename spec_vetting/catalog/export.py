@@ -1,4 +1,5 @@
-"""``spec-vet catalog export``: verdict rows (all runs, or the current view) as FITS, VOTable, ECSV, CSV or Parquet.
+"""``spec-vet catalog export``: verdict rows (all runs, or the current view) as FITS, VOTable, ECSV, CSV, Parquet or a
+HATS catalog for lsdb (:mod:`.hats_export`).
 
 Units and descriptions come from the schema (:mod:`.schema`); ids stay exact (integers with nulls become masked
 integer columns in FITS/VOTable/ECSV, nullable integers in Parquet); ``started_at`` is written as ISO 8601 UTC
@@ -7,11 +8,13 @@ pushed down to the Parquet scan. Every format streams batch by batch, so memory 
 count; FITS, VOTable and ECSV are what astropy writes from the whole table (:mod:`.astropy_stream`; FITS text is
 ASCII, other characters as backslash escapes). FITS and VOTable read the selected rows twice (their headers give
 the row count and the longest texts). PNG bytes are never exported (pictures are referenced by hash in ``turns``).
+What VO readers see beyond units and descriptions (UCDs, integer nulls, the time column) is in :mod:`.vo`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -23,7 +26,7 @@ from .duck import arrow_batches
 from .read import dataset, parquet_dataset, scan_batches
 from .schema import CURRENT_DIR, file_schema, text_lengths, with_reader_metadata
 
-FORMATS = ("fits", "votable", "ecsv", "csv", "parquet")
+FORMATS = ("fits", "votable", "ecsv", "csv", "parquet", "hats")
 _STREAMED = {"fits": write_fits, "votable": write_votable, "ecsv": write_ecsv}
 #: rows per batch read (and the most per chunk handed to astropy)
 BATCH_ROWS = 1 << 16
@@ -67,15 +70,24 @@ def _batches(root, current: bool, where: str | None, run_id: str | None, batch_r
 
 
 def export_catalog(root, out: str | os.PathLike, fmt: str, *, current: bool = False, where: str | None = None,
-                   run_id: str | None = None, overwrite: bool = True, batch_rows: int = BATCH_ROWS) -> int:
-    """Write the selected verdict rows to ``out`` in ``fmt``; returns the number of rows. ``batch_rows``: rows
-    read at a time (memory is a few batches whatever the row count)."""
+                   run_id: str | None = None, overwrite: bool = True, batch_rows: int = BATCH_ROWS,
+                   notice: Callable[[str], None] | None = None) -> int:
+    """Write the selected verdict rows to ``out`` in ``fmt`` (a folder for hats); returns the number of rows
+    written. ``batch_rows``: rows read at a time (memory is a few batches whatever the row count; hats gathers the
+    rows). ``notice`` is told what the user should know (rows a format cannot hold)."""
     fmt = fmt.lower()
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: choose one of {', '.join(FORMATS)}")
     out = Path(out)
     schema, batches = _batches(root, current, where, run_id, batch_rows)
     n = 0
+    if fmt == "hats":
+        from .hats_export import write_hats
+
+        n, left_out = write_hats(out, schema, batches)
+        if left_out and notice:
+            notice(f"{left_out} row(s) without a position (ra/dec) left out: a HATS catalog places every row")
+        return n
     if fmt == "csv":
         import pyarrow.csv as pcsv
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from ..errors import CatalogReadError
+from ..errors import CatalogReadError, NotInCatalogError
 from .read import dataset, read_turns, read_verdicts
 from .schema import PICTURES_DIR
 
@@ -80,16 +80,16 @@ def turn_picture(root, candidate_id: str, task: str, turn: int, run_id: str | No
             v = dataset(root, "verdicts")
             t = v.to_table(columns=["run_id", "run_date"], filter=key) if v is not None else None
             if t is None or t.num_rows == 0:
-                raise CatalogReadError(f"{root}: no verdict for candidate {candidate_id!r} task {task!r}")
+                raise NotInCatalogError(f"{root}: no verdict for candidate {candidate_id!r} task {task!r}")
             rows = [max(zip(t.column("run_date").to_pylist(), t.column("run_id").to_pylist(), strict=True))[1]]
         run_id = rows[0]
     verdicts = read_verdicts(root, run_id=run_id).filter(key).to_pylist()
     if not verdicts:
-        raise CatalogReadError(f"{root}: run {run_id} has no verdict for candidate {candidate_id!r} task {task!r}")
+        raise NotInCatalogError(f"{root}: run {run_id} has no verdict for candidate {candidate_id!r} task {task!r}")
     turns = [r for r in read_turns(root, run_id=run_id, candidate_ids=[str(candidate_id)]).to_pylist()
              if r["task"] == task and r["turn"] == int(turn)]
     if not turns:
-        raise CatalogReadError(f"{root}: run {run_id}, candidate {candidate_id!r} task {task!r} has no turn {turn}")
+        raise NotInCatalogError(f"{root}: run {run_id}, candidate {candidate_id!r} task {task!r} has no turn {turn}")
     row = turns[0]
     sha = row.get("picture_sha256")
     if row.get("image_png"):

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from .run_option import InputError, checked_run, run_option
+
 
 @click.group("catalog")
 def catalog() -> None:
@@ -127,27 +129,36 @@ def compact(root: str) -> None:
 
 @catalog.command("export")
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(["fits", "votable", "ecsv", "csv", "parquet"]), required=True)
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="File to write.")
+@click.option("--format", "fmt", type=click.Choice(["fits", "votable", "ecsv", "csv", "parquet", "hats"]),
+              required=True)
+@click.option("-o", "--output", required=True, type=click.Path(),
+              help="File to write (hats: a folder, replaced when it holds an earlier HATS export).")
 @click.option("--current", is_flag=True, help="The current view (one row per candidate and task) instead of every run.")
 @click.option("--where", default=None, help="SQL condition on the columns, e.g. \"task = 'cv' AND verdict = 'YES'\".")
-@click.option("--run-id", default=None, help="Only this run's rows.")
+@run_option("only this run's rows (default: every run)")
 def export(root, fmt, output, current, where, run_id) -> None:
-    """Verdict rows as FITS, VOTable, ECSV, CSV or Parquet, with units and descriptions (TOPCAT, astropy).
+    """Verdict rows as FITS, VOTable, ECSV, CSV, Parquet or a HATS catalog (lsdb), with units and descriptions.
+
+    FITS, VOTable and ECSV carry UCDs, TCOMMn descriptions and started_at as a time (TOPCAT, astropy); integer
+    nulls are the type's minimum. hats writes a folder that lsdb.read_hats opens, HEALPix-partitioned, rows
+    without ra/dec left out.
 
     \b
     Examples:
       spec-vet catalog export catalog/ --format fits -o verdicts.fits --current
       spec-vet catalog export catalog/ --format votable -o cv_yes.vot --current \\
           --where "task = 'cv' AND verdict = 'YES'"
+      spec-vet catalog export catalog/ --format hats -o verdicts_hats/ --current
     """
     from ..catalog.export import export_catalog
     from ..errors import CatalogReadError
 
     _check_root(root)
+    run_id = checked_run(root, run_id)
     try:
-        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id)
-    except CatalogReadError as exc:
+        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
+                           notice=lambda s: click.echo(f"note: {s}", err=True))
+    except (CatalogReadError, FileExistsError) as exc:  # a selection or an output that no rerun fixes
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
     click.echo(f"{n} row(s) -> {output}")
@@ -159,7 +170,7 @@ def export(root, fmt, output, current, where, run_id) -> None:
 @click.argument("task")
 @click.argument("turn", type=int)
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="PNG file to write.")
-@click.option("--run-id", default=None, help="The run (default: the one of the current verdict).")
+@run_option("the run (default: the one of the current verdict)")
 @click.option("--no-check", is_flag=True, help="Write the picture even when its hash differs from the recorded one.")
 def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
     """The picture the model saw on TURN (-1: the full view), stored or re-rendered and checked by its sha256.
@@ -170,11 +181,14 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
       spec-vet catalog picture catalog/ spec-55862-B6212_sp06-006 cv 1 -o zoom1.png
     """
     from ..catalog.pictures import turn_picture, write_picture
-    from ..errors import SpecVettingError
+    from ..errors import NotInCatalogError, SpecVettingError
 
     _check_root(root)
+    run_id = checked_run(root, run_id)
     try:
         png, row = turn_picture(root, candidate, task, turn, run_id, check=not no_check)
+    except NotInCatalogError as exc:  # the command names what the catalog does not hold: no rerun changes that
+        raise InputError(str(exc)) from exc
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

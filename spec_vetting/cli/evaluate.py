@@ -7,6 +7,7 @@ import json
 import click
 
 from ..errors import SpecVettingError
+from .run_option import run_option
 
 
 def load_labels(root, labels_file):
@@ -36,7 +37,7 @@ def load_labelled_table(root, run_id, labels_file):
 @click.argument("root", type=click.Path(exists=True, file_okay=False))
 @click.option("--labels", "labels_file", type=click.Path(exists=True, dir_okay=False),
               help="CSV/Parquet with candidate_id, label (YES/NO) and optionally task; or the review page's export")
-@click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+@run_option()
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object (per_task, macro_f1, ...) instead of text")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
               help="write confusion.png and calibration.png into this folder")

@@ -8,12 +8,13 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError, SpecVettingError
+from .run_option import run_option
 
 _labels_option = click.option(
     "--labels", "labels_file", type=click.Path(exists=True, dir_okay=False),
     help="labels (CSV/Parquet candidate_id, task, label) or the review page's export; override the catalog's",
 )
-_run_option = click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+_run_option = run_option()
 _tasks_file_option = click.option(
     "--tasks-file", type=click.Path(exists=True, dir_okay=False),
     help="YAML tasks file the run used for its own tasks (default: the one recorded in the run's manifest)",

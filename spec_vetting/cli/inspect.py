@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
-from ..errors import ConfigError, SpecVettingError
+from ..errors import ConfigError, SpecVettingError, TargetNeededError
 from ..protocol import MAX_ASSISTANT_TURNS
 from .complete import complete_task
 
@@ -202,15 +202,21 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
                                    f"({exc.strerror or exc}); pass a writable folder") from exc
 
     from ..io import parse_target, read_spectrum
+    from ..io.candidates import default_candidate_id
 
     tgt = parse_target(target)
     try:
         spectrum = read_spectrum(path, tgt)
+    except TargetNeededError as exc:  # which spectrum to inspect is the caller's to say: no rerun fixes it
+        click.echo(f"error: {exc}; pass --target", err=True)
+        sys.exit(2)
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     z = redshift if redshift is not None else spectrum.meta.redshift
-    candidate_id = Path(path).name if tgt is None else f"{Path(path).name}:{tgt}"
+    # the id `spec-vet run` gives the same spectrum (a DESI file's one usable target is named by its TARGETID there)
+    named = tgt if tgt is not None or spectrum.meta.survey != "desi" else spectrum.meta.ids.get("targetid")
+    candidate_id = default_candidate_id(path, named)
     ctx = InspectionContext(candidate_id=candidate_id, task=task.key, spectrum=spectrum, redshift=z)
     sampling = SamplingConfig(temperature=temperature, max_tokens=max_tokens, logprobs=logprobs,
                               top_logprobs=5 if logprobs else 0).to_sampling()

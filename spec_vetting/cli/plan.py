@@ -7,6 +7,7 @@ import json
 import click
 
 from ..capacity import PAPER_GPU_SECONDS_PER_SPECTRUM, Throughput, Workload, plan_capacity, workload_from_catalog
+from .run_option import checked_run, run_option
 
 
 @click.command()
@@ -16,7 +17,7 @@ from ..capacity import PAPER_GPU_SECONDS_PER_SPECTRUM, Throughput, Workload, pla
               help="GPUs, one SGLang replica each.")
 @click.option("--catalog", type=click.Path(exists=True, file_okay=False),
               help="Measure turns and tokens per inspection from this catalog instead of the defaults.")
-@click.option("--run", "run_id", help="With --catalog: measure this run (default: all runs).")
+@run_option("with --catalog: measure this run (default: all runs)")
 @click.option("--turns", type=float, help="Assistant turns per inspection (default 4, or measured).")
 @click.option("--gen-tokens", type=float, help="Generated tokens per turn (default 250, or measured).")
 @click.option("--prefill-rate", type=float, default=Throughput.prefill_tokens_per_s, show_default=True,
@@ -39,6 +40,8 @@ def plan(candidates, gpus, catalog, run_id, turns, gen_tokens, prefill_rate, dec
       spec-vet plan --candidates 200000 --gpus 8
       spec-vet plan --candidates 200000 --gpus 8 --catalog catalog/
     """
+    if catalog:
+        run_id = checked_run(catalog, run_id)
     try:
         workload = workload_from_catalog(catalog, run_id) if catalog else Workload()
     except (ValueError, FileNotFoundError) as exc:

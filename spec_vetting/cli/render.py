@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import RenderError, SpecVettingError
+from ..errors import RenderError, SpecVettingError, TargetNeededError
 
 
 @click.command("render")
@@ -55,6 +55,9 @@ def render(path, target, window, redshift, title, output) -> None:
             click.echo(f"warning: {path}: {warning}", err=True)
         rest = spectrum.rest_frame(redshift)
         png = render_spectrum(rest.wavelength, rest.flux, wavelength_range=window, title=title)
+    except TargetNeededError as exc:  # which spectrum to draw is the caller's to say: no rerun fixes it
+        click.echo(f"error: {exc}; pass --target", err=True)
+        sys.exit(2)
     except RenderError as exc:  # the message names the window, not the file
         click.echo(f"error: {path}: {exc}", err=True)
         sys.exit(1)

@@ -7,13 +7,14 @@ import click
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
 from ..report.page import DEFAULT_MAX_CANDIDATES, DEFAULT_PER_FILE, IMAGE_MODES
+from .run_option import run_option
 
 
 @click.command("report")
 @click.argument("root", type=click.Path(exists=True, file_okay=False))
 @click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="folder for index.html (created)")
-@click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+@run_option()
 @click.option("--only", type=click.Choice(["review-queue"]), help="only the verdicts of the review queue")
 @click.option("--task", "tasks", multiple=True, help="only this task's verdicts (repeat for several)")
 @click.option("--max-candidates", type=click.IntRange(min=1), default=DEFAULT_MAX_CANDIDATES, show_default=True,

@@ -12,6 +12,7 @@ import click
 
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
+from .run_option import InputError, run_option
 
 QUEUE_COLUMNS = ("candidate_id", "task", "verdict", "p_yes", "status", "review_reasons", "reason", "error_kind",
                  "error_message", "path", "target")
@@ -25,7 +26,7 @@ def _one_line(text) -> str:
 @click.argument("root", type=click.Path(exists=True, file_okay=False))
 @click.option("--threshold", type=click.FloatRange(0.5, 1.0), default=DEFAULT_REVIEW_THRESHOLD, show_default=True,
               help="queue a YES/NO verdict whose confidence max(p_yes, 1 - p_yes) is below this")
-@click.option("--run", "run_id", help="run id (default: the latest run under ROOT)")
+@run_option()
 def review_queue(root, threshold, run_id):
     """List ERROR, UNDECIDED, recovered-format, contradicting and uncertain verdicts as CSV on stdout.
 
@@ -72,14 +73,14 @@ def _stored_columns():
 
 
 def read_decisions(path) -> list[dict]:
-    """Rows of a review-page export (UTF-8 CSV); a ClickException naming the problem otherwise."""
+    """Rows of a review-page export (UTF-8 CSV); an :class:`InputError` (exit 2) naming the problem otherwise."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.DictReader(fh))
     except (UnicodeDecodeError, csv.Error) as exc:
-        raise click.ClickException(f"{path}: not a UTF-8 CSV file ({exc})") from exc
+        raise InputError(f"{path}: not a UTF-8 CSV file ({exc})") from exc
     if rows and ("candidate_id" not in rows[0] or "task" not in rows[0]):
-        raise click.ClickException(f"{path}: needs candidate_id and task columns (the review page's export has them;"
+        raise InputError(f"{path}: needs candidate_id and task columns (the review page's export has them;"
                                    f" columns here: {', '.join(rows[0])})")
     return rows
 
@@ -122,7 +123,8 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
     """Check the decisions against the run they were made on and merge them into ROOT/_review/decisions.csv.
 
     Returns counts. A row whose (candidate_id, task) the run does not have, whose verdict is not the run's, or whose
-    fields are not the page's vocabulary stops the import before anything is written.
+    fields are not the page's vocabulary stops the import before anything is written (exit 2: the file must be
+    fixed; a rerun would fail the same way). An unknown run exits 1, as in every command.
     """
     from ..catalog.labels import normalise_label, read_label_file, reviewed_labels_path
     from ..catalog.read import read_run
@@ -131,7 +133,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
     rows = read_decisions(decisions_file)
     runs_named = {r.get("run_id") for r in rows if r.get("run_id")}
     if run_id is None and len(runs_named) > 1:
-        raise click.ClickException(f"{decisions_file}: decisions of several runs ({', '.join(sorted(runs_named))});"
+        raise InputError(f"{decisions_file}: decisions of several runs ({', '.join(sorted(runs_named))});"
                                    " import them one run at a time with --run")
     if run_id is None and runs_named:
         run_id = runs_named.pop()
@@ -180,7 +182,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
         })
     if problems:
         more = f" (and {len(problems) - 8} more)" if len(problems) > 8 else ""
-        raise click.ClickException(f"{decisions_file}: nothing imported; " + "; ".join(problems[:8]) + more)
+        raise InputError(f"{decisions_file}: nothing imported; " + "; ".join(problems[:8]) + more)
     path = reviewed_labels_path(root)
     stored: dict[tuple[str, str], dict] = {}
     if path.is_file():
@@ -199,8 +201,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
 @review.command("import")
 @click.argument("root", type=click.Path(exists=True, file_okay=False))
 @click.argument("decisions_file", metavar="DECISIONS.csv", type=click.Path(exists=True, dir_okay=False))
-@click.option("--run", "run_id", help="run the decisions were made on (default: the export's run_id column, else "
-                                      "the latest run under ROOT)")
+@run_option("run the decisions were made on (default: the export's run_id column, else the latest run under ROOT)")
 def import_cmd(root, decisions_file, run_id):
     """Bring a review-page export back as labels: checked against the run, kept in ROOT/_review/decisions.csv.
 

@@ -79,7 +79,9 @@ JOB_OPTIONS = [
                 help="In-flight inspections per endpoint, whole cluster (8)."),
     _job_option("concurrency", "--concurrency", type=int, help="In-flight inspections per shard (in-process engines)."),
     _job_option("shard_size", "--shard-size", type=int, help="Candidate-task pairs per shard (the unit of resume)."),
-    _job_option("run_id", "--run-id", help="Run id (default: time + hash); an unfinished run with this id is resumed."),
+    _job_option("run_id", "--run", "--run-id",
+                help="Run id (default: time + hash); an unfinished run with this id is resumed (--run-id is the same "
+                "option)."),
     _job_option("run_date", "--run-date", help="Partition date YYYY-MM-DD (default: today)."),
     _job_option("title", "--title", help="Plot title of the pictures ('Spectrum', as in training)."),
     _job_option("specvi_rerender", "--specvi-rerender/--no-specvi-rerender",
@@ -97,7 +99,9 @@ JOB_OPTIONS = [
     _job_option("cluster.processes", "--processes/--threads",
                 help="Worker processes (default) or threads in this process."),
     _job_option("cluster.memory_limit", "--memory-limit", help="Per-worker memory limit, e.g. 4GiB."),
-    _job_option("cluster.dashboard", "--dashboard/--no-dashboard", help="Serve and print the Dask dashboard."),
+    _job_option("cluster.dashboard", "--dashboard/--no-dashboard",
+                help="Print the Dask dashboard link as a line that stays (default: served, its link shown beside "
+                "the progress bar while the run lasts); --no-dashboard serves none."),
     _job_option("max_error_rate", "--max-error-rate", type=float,
                 help="Exit 1 (FAILED) when more than this fraction (0-1) of the verdicts are ERROR."),
 ]

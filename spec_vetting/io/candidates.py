@@ -241,7 +241,9 @@ def fits_stem(path: str | Path) -> str:
     return Path(name).stem
 
 
-def _default_id(path: str, target: Any) -> str:
+def default_candidate_id(path: str, target: Any) -> str:
+    """The id of a spectrum without a given candidate_id: the file name without FITS suffixes, plus ``-<target>`` in
+    a multi-target file (`spec-vet run` and `spec-vet inspect` name a spectrum the same way)."""
     stem = fits_stem(path)
     return stem if target is None else f"{stem}-{target}"
 
@@ -292,7 +294,7 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
         generated.append(cid is None)
         cands.append(
             Candidate(
-                candidate_id=cid if cid is not None else _default_id(spec_path, target),
+                candidate_id=cid if cid is not None else default_candidate_id(spec_path, target),
                 path=spec_path,
                 target=target,
                 task=task.lower() if task else None,
@@ -425,7 +427,7 @@ def _primary_telescope(path: Path) -> str | None:
 def _file_candidates(path: Path, *, in_listing: bool) -> list[Candidate]:
     """Candidates of one spectrum file: one, or one per usable target of a DESI file. Never raises for the file."""
     spath = os.path.normpath(str(path))
-    single = [Candidate(candidate_id=_default_id(spath, None), path=spath, source=spath)]
+    single = [Candidate(candidate_id=default_candidate_id(spath, None), path=spath, source=spath)]
     from .fits_open import check_regular_file
 
     try:
@@ -455,7 +457,7 @@ def _file_candidates(path: Path, *, in_listing: bool) -> list[Candidate]:
         log.info("%s: listed as one candidate although it cannot be read (%s)", spath, exc)
         return single
     return [
-        Candidate(candidate_id=_default_id(spath, t), path=spath, target=t, source=f"{spath} (target {t})")
+        Candidate(candidate_id=default_candidate_id(spath, t), path=spath, target=t, source=f"{spath} (target {t})")
         for t in targets
     ]
 

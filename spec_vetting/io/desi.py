@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import SpectrumReadError, TargetNotFoundError
+from ..errors import SpectrumReadError, TargetNeededError, TargetNotFoundError
 from ..spectrum import Spectrum, SpectrumMeta
 from .build import as_float, as_int, as_str, finish_spectrum
 from .fits_open import FitsFile
@@ -429,7 +429,7 @@ class _DesiReader(Reader):
                 )
             if len(usable) != 1:
                 shown = ", ".join(str(t) for t in usable[:10]) + (" ..." if len(usable) > 10 else "")
-                raise TargetNotFoundError(
+                raise TargetNeededError(
                     f.path, f"the file holds {len(usable)} usable spectra; say which one",
                     hint=f"pass a target ({'row' if not f.has('FIBERMAP') else 'TARGETID'}): {shown}",
                 )

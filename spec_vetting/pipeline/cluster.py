@@ -177,7 +177,7 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
             client.close()
         return
     n, note = plan_workers(cfg, n_shards, engine_cap)
-    address = dashboard_address(cfg.dashboard)
+    address = dashboard_address(cfg.dashboard is not False)
     with _children_ignore_sigint():
         cluster = LocalCluster(
             n_workers=n,

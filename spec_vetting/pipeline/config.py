@@ -148,9 +148,12 @@ class ClusterConfig(_Strict):
     )
     processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
     memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
-    dashboard: bool = Field(
-        True,
-        description="serve the Dask dashboard (link printed at start); a LocalCluster's address comes from Dask's "
+    dashboard: bool | None = Field(
+        None,
+        description="the Dask dashboard: null (default) serves it and shows its link beside the progress bar while "
+        "the run lasts (a link printed for good would be dead once the run ends); true also prints the link as a "
+        "line at the start (kept in logs, e.g. for a long run on a cluster that outlives it); false serves none. "
+        "A LocalCluster's address comes from Dask's "
         "config key distributed.scheduler.dashboard.address (DASK_DISTRIBUTED__SCHEDULER__DASHBOARD__ADDRESS; "
         "default ':0', a free port), the printed link from distributed.dashboard.link",
     )

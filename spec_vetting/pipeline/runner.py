@@ -580,8 +580,9 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         if note:
             echo(f"note: {note}")
             runlog.write("INFO", note)
-        if job.cluster.dashboard and client.dashboard_link:
-            echo(f"Dask dashboard: {client.dashboard_link}")
+        link = client.dashboard_link if job.cluster.dashboard is not False else None
+        if job.cluster.dashboard and link:  # asked for with --dashboard: a line that stays
+            echo(f"Dask dashboard: {link}")
         # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
         # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
         # there are never more engines than the cap (dask_client), so each gets at least one slot
@@ -623,6 +624,8 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                                          workers=use_workers, allow_other_workers=False))
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending, strict=True)}
         bar = _progress(total_items, done_items, progress)
+        if link and job.cluster.dashboard is None:  # shown while the cluster lives, gone from the final bar
+            bar.set_postfix_str(f"dashboard {link}", refresh=False)
         try:
             for fut in as_completed(futures):
                 try:
@@ -637,5 +640,6 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                     fut.release()
                 bar.update(sizes[fut.key])
         finally:
+            bar.set_postfix_str("", refresh=False)
             bar.close()
     return failures
