@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
+from .damage import split_readable
 from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, file_schema
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
@@ -38,6 +39,12 @@ def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[st
     new = sorted(str(p) for p in folder.glob("*/*.parquet") if _visible(p) and "=" not in p.parent.name)
     old = sorted(str(p) for p in folder.glob("run_date=*/task=*/*.parquet") if _visible(p))
     return new, old
+
+
+def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
+    """:func:`table_files` without the files whose Parquet footer cannot be read (see :mod:`.damage`)."""
+    new, old = table_files(root, table)
+    return split_readable(new, table)[0], split_readable(old, table)[0]
 
 
 def parquet_dataset(source, **options) -> ds.Dataset:
@@ -60,9 +67,11 @@ def scan_batches(data: ds.Dataset, *, columns=None, filter=None, batch_size: int
 
 def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
     """``table`` (verdicts, turns or current) under ``root`` as one Arrow dataset with :func:`file_schema`'s columns,
-    whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none."""
+    whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none.
+    Files whose Parquet footer cannot be read are left out (:func:`~.damage.damaged_files` names them; the commands
+    report them), so one damaged file hides its own rows only."""
     schema = file_schema(table)
-    new, old = table_files(root, table)
+    new, old = readable_files(root, table)
     parts = []
     if new:
         parts.append(parquet_dataset(new, schema=schema))
@@ -201,7 +210,14 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     # rows of a run whose manifest is gone still count
     runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
     current = count_by(root, CURRENT_DIR, ["task", "verdict"])
+    from .damage import damaged_files, rows_not_counted
+
+    damaged = damaged_files(root)
+    missing = rows_not_counted(root, damaged)
     return {
+        "damaged_files": [{"path": d.path, "table": d.table, "reason": d.reason, "run_id": d.run_id, "task": d.task,
+                           "rows_not_counted": missing.get((d.run_id, d.task)) if d.table == "verdicts" else None}
+                          for d in damaged],
         "root": str(root),
         "latest_run_id": latest_run_id(root),
         "runs": [

@@ -40,7 +40,9 @@ def review_queue(root, threshold, run_id):
       spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
     from ..review_queue import CONFIDENCE, REASONS, queue
+    from .damage import warn_damaged
 
+    warn_damaged(root)
     try:
         scan, batches = queue(root, run_id, ["p_yes", "status", "reason", "error_kind", "error_message", "path",
                                              "target", "verdict"], threshold=threshold)

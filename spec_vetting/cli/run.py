@@ -294,6 +294,9 @@ def run(job_file, example, fresh, progress, **opts):
         if outcome.summary.get("reason"):  # no candidate at all: an empty incoming folder is a normal night
             click.echo(f"nothing to vet: {outcome.summary['reason']}")
         return
+    if outcome.status == "catalog_update_failed":
+        click.echo(f"error: run {outcome.run_id} FAILED: {outcome.failures[0]}", err=True)
+        sys.exit(1)
     click.echo(format_summary(outcome))
     if outcome.status == "error_rate_exceeded":
         click.echo(f"error: the run finished but {outcome.failures[0]}. Check the data folder and the engine "
