@@ -70,7 +70,7 @@ def test_a_server_that_accepts_and_never_answers_is_bounded(tmp_path, spectra):
     rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
     assert all(x["verdict"] == "ERROR" for x in rows)
     kinds = {x["error_kind"] for x in rows}
-    assert kinds <= {"endpoint_unavailable", "no_healthy_endpoint"}, kinds
+    assert kinds <= {"engine_unavailable"}, kinds
     assert any("hung" in x["error_message"] or "no healthy endpoint" in x["error_message"] for x in rows)
     # two tries per request (the timeout retried once), not four; the hung endpoint is then cooled down
     assert len(srv.chat_requests) <= 2 * 4
@@ -84,8 +84,34 @@ def test_the_time_budget_bounds_a_slow_server(tmp_path, spectra):
                  timeout=120)
     assert r.returncode == 0, r.stderr
     rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
-    assert {x["verdict"] for x in rows} == {"UNDECIDED"}
-    assert all("time budget" in x["reason"] for x in rows)
+    # the model never saw these pairs: not an answer (UNDECIDED) but ERROR, re-run by --incremental
+    assert {(x["verdict"], x["error_kind"]) for x in rows} == {("ERROR", "engine_timeout")}
+    assert all("time budget" in x["error_message"] and x["n_turns"] == 0 for x in rows)
+    with FakeOpenAIServer() as srv:
+        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
+                  "--incremental", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert srv.chat_requests
+    latest = (tmp_path / "cat" / "_runs" / "LATEST").read_text().strip()
+    again = [x for x in _rows(tmp_path / "cat") if x["run_id"] == latest]
+    assert sorted(x["candidate_id"] for x in again) == ["s0", "s1", "s2", "s3"]
+    assert {x["verdict"] for x in again} <= {"YES", "NO"}
+
+
+def test_a_trickling_reply_is_cut_at_the_request_deadline(tmp_path, spectra):
+    """A server that sends its reply a byte at a time: --timeout bounds the whole request, not each read."""
+    env = _env(tmp_path)
+    with FakeOpenAIServer() as srv:
+        srv.always = Fault.trickle(seconds_per_byte=0.2)
+        t0 = time.monotonic()
+        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
+                  "--timeout", "1", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
+        wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert wall < 60, f"a trickling reply took {wall:.0f} s"
+    rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
+    assert {x["error_kind"] for x in rows} == {"engine_unavailable"}
+    assert any("request deadline" in x["error_message"] for x in rows), rows
 
 
 def test_faults_of_every_kind_end_as_one_row_each(tmp_path, spectra):
