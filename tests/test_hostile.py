@@ -21,7 +21,7 @@ import pytest
 from fake_server import FakeOpenAIServer, Fault
 from test_pipeline_cli import SPEC_VET, _env, _run
 
-from spec_vetting.catalog import read_verdicts
+from spec_vetting.catalog import read_turns, read_verdicts
 
 TASKS = ["--task", "cv"]
 
@@ -292,3 +292,32 @@ def test_signals_end_like_an_interruption(tmp_path, spectra, sig, code):
     assert r.returncode == 0, r.stderr
     assert "resuming run" in r.stderr
     _one_row_with_a_reason_each(out, {"s0", "s1", "s2", "s3"})
+
+
+def test_replies_are_validated_at_the_edge(tmp_path, spectra):
+    """Impossible token counts and an oversized body are ERROR bad_reply naming the endpoint and the field (no
+    traceback); an UNDECIDED row's justification is its reason, not a fragment of the reply."""
+    env = _env(tmp_path, SPEC_VETTING_LOG="WARNING")
+    garbage = "lorem ipsum RAW-TAIL-OF-THE-REPLY"
+    with FakeOpenAIServer() as srv:
+        srv.push_faults(Fault.usage(prompt_tokens=float("nan")), Fault.usage(completion_tokens=-6000000),
+                        Fault.huge(300_000), Fault.garbage_text(garbage))
+        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
+                  "--threads", "--workers", "1", "--no-dashboard", "--max-inflight-per-endpoint", "1",
+                  "--engine-option", "max_reply_bytes=200000"], env, timeout=120)
+        assert len(srv.chat_requests) == 4  # none retried: a malformed reply is not transient
+        url = srv.base_url
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
+    bad = sorted(x["error_message"] for x in rows if x["error_kind"] == "bad_reply")
+    assert len(bad) == 3 and all(url in m for m in bad), bad
+    assert any("usage.prompt_tokens" in m and "nan" in m for m in bad), bad
+    assert any("usage.completion_tokens" in m and "-6000000" in m for m in bad), bad
+    assert any("max_reply_bytes" in m and "200000" in m for m in bad), bad
+    [undecided] = [x for x in rows if x["verdict"] == "UNDECIDED"]
+    assert undecided["justification"] == undecided["reason"] and "RAW-TAIL" not in undecided["justification"]
+    turns = read_turns(tmp_path / "cat").to_pylist()
+    assert any(garbage in (t["assistant_text"] or "") for t in turns)  # the raw text stays in turns
+    r = _run(["catalog", "summary", tmp_path / "cat"], env)
+    assert r.returncode == 0 and "-6000000" not in r.stdout and "-0%" not in r.stdout, r.stdout

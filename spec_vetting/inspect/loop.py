@@ -328,6 +328,8 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
             return done(fresh)
         except _Stop as stop:
             fresh.verdict, fresh.reason = "UNDECIDED", stop.reason
+            # the reason, not a fragment of the reply (a server's raw tail is no justification; it stays in turns)
+            fresh.justification = stop.reason
             fresh.status = "none"
             return done(fresh)
         except _EngineNeverAnswered as exc:
