@@ -146,3 +146,18 @@ def test_check_finds_the_damage_and_repair_lets_the_next_run_fill_it(healthy, tm
     r = _run(["catalog", "summary", root, "--json"], env)
     s = json.loads(r.stdout)
     assert s["current"] == {"cv": {"YES": N}, "wd": {"YES": N}} and s["damaged_files"] == []
+
+
+def test_readers_default_to_the_latest_run_with_rows_and_say_which(healthy, tmp_path):
+    root, env = _copy(healthy, tmp_path)
+    _, _, job = healthy
+    first = (root / "_runs" / "LATEST").read_text().strip()
+    # an incremental night with nothing new: every pair skipped, a run without rows
+    r = _run(["run", job, "--out", root, "--fresh"], env)
+    assert r.returncode == 0, r.stderr
+    empty = (root / "_runs" / "LATEST").read_text().strip()
+    assert empty != first and f"incremental: {2 * N} pair(s) already vetted" in r.stderr
+    for args in (["eval", root], ["review-queue", root], ["report", root, "-o", tmp_path / "page", "--images", "none"]):
+        r = _run(args, env)
+        assert r.returncode == 0, (args, r.stderr)
+        assert f"run {first}: the latest run with verdict rows" in r.stderr and empty in r.stderr, r.stderr

@@ -163,3 +163,4 @@ def test_a_run_over_a_non_fits_file_records_no_byte_of_it(tmp_path):
     [row] = [x for f in (tmp_path / "cat").glob("verdicts/*/*.parquet") for x in pq.read_table(f).to_pylist()]
     assert row["verdict"] == "ERROR" and "unknown binary" in row["error_message"], row
     assert "SHELL" not in row["error_message"] and not _leaks(row["error_message"])
+

@@ -191,6 +191,25 @@ def latest_run_id(root: str | os.PathLike) -> str | None:
     return runs[-1]["run_id"] if runs else None
 
 
+def latest_run_with_rows(root: str | os.PathLike) -> tuple[str | None, list[str]]:
+    """(the latest run that has verdict rows, the later runs passed over because they have none), runs in start
+    order with the ``_runs/LATEST`` run last. An incremental night that skipped every pair records a run without
+    rows; the commands that default to the latest run take the one before it. (None, [...]) when no recorded run
+    has rows."""
+    order = [r["run_id"] for r in list_runs(root)]
+    pointer = latest_run_id(root)
+    if pointer in order:
+        order.remove(pointer)
+        order.append(pointer)
+    with_rows = {key[0] for key, n in count_by(root, "verdicts", ["run_id"]).items() if n}
+    passed_over = []
+    for run_id in reversed(order):
+        if run_id in with_rows:
+            return run_id, passed_over
+        passed_over.append(run_id)
+    return None, passed_over
+
+
 def summarize_catalog(root: str | os.PathLike) -> dict:
     """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself (streamed)."""
     groups = count_by(root, "verdicts", ["run_id", "task", "verdict", "error_kind"])
@@ -263,7 +282,7 @@ def resolve_run_id(root, run_id: str | None = None) -> str:
             f"{root}: no verdicts/ folder here; pass the --out folder of a `spec-vet run` (the catalog root)"
         )
     if run_id is None:
-        run_id = latest_run_id(root)
+        run_id, _ = latest_run_with_rows(root)
     if run_id is None:  # no run manifest: take the newest run present in the rows
         table = read_verdicts(root, columns=["run_id", "run_date"])
         if table.num_rows == 0:

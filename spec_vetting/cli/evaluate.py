@@ -57,9 +57,11 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
     """
     from ..evaluate import evaluate_table, format_text, write_plots
     from .damage import warn_damaged
+    from .default_run import pick_run
 
     damaged = warn_damaged(root)
     try:
+        run_id = pick_run(root, run_id)
         run_id, table = load_labelled_table(root, run_id, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
