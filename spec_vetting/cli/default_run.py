@@ -6,8 +6,9 @@ import click
 
 
 def pick_run(root, run_id: str | None) -> str | None:
-    """``run_id`` when given; else the latest run under ``root`` that has verdict rows, named on stderr (with the
-    later runs passed over, which have none). None when no recorded run has rows (the reader then says why)."""
+    """``run_id`` when given; else the latest run under ``root`` that has verdict rows, named on stderr with the
+    later runs passed over when there are any (which have none). None when no recorded run has rows (the reader
+    then says why)."""
     if run_id is not None:
         return run_id
     from pathlib import Path
@@ -19,9 +20,7 @@ def pick_run(root, run_id: str | None) -> str | None:
     picked, passed_over = latest_run_with_rows(root)
     if picked is None:
         return None
-    if passed_over:
+    if passed_over:  # otherwise the latest run itself, which each command's own output names
         click.echo(f"run {picked}: the latest run with verdict rows (later run(s) {', '.join(passed_over)} have none, "
                    "e.g. an incremental run that skipped every pair); pass --run to choose another", err=True)
-    else:
-        click.echo(f"run {picked}: the latest run", err=True)
     return picked
