@@ -161,3 +161,23 @@ def test_readers_default_to_the_latest_run_with_rows_and_say_which(healthy, tmp_
         r = _run(args, env)
         assert r.returncode == 0, (args, r.stderr)
         assert f"run {first}: the latest run with verdict rows" in r.stderr and empty in r.stderr, r.stderr
+
+
+def test_damage_inside_a_whole_file_is_one_line_and_check_finds_it(healthy, tmp_path):
+    """Zeros over the middle of a file keep its Parquet frame (so the readers cannot tell up front): a reader
+    stops with one line saying what to do, and `catalog check` reads it through, names it and repairs it."""
+    root, env = _copy(healthy, tmp_path)
+    [f] = sorted((root / "verdicts").glob("*/part-*-cv-*.parquet"))
+    data = bytearray(f.read_bytes())
+    data[8: len(data) // 2] = bytes(len(data) // 2 - 8)
+    f.write_bytes(bytes(data))
+    r = _run(["catalog", "summary", root], env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "catalog check" in r.stderr, r.stderr
+    r = _run(["catalog", "check", root], env)
+    assert r.returncode == 1 and str(f) in r.stdout, r.stdout
+    r = _run(["catalog", "check", root, "--repair"], env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _run(["catalog", "summary", root, "--json"], env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["runs"][0]["verdicts"] == {"wd": {"YES": N}}

@@ -24,6 +24,8 @@ REPAIR_HINT = ("run `spec-vet catalog check {root} --repair`: it moves damaged f
 #: the compacted file name ``part-<run_id>-<task>-<k>.parquet``; run ids hold no '-' after their digest part
 _PART_NAME = re.compile(r"^part-(?P<run_id>\d{8}T\d{6}Z-[0-9a-f]+(?:-[0-9a-f]{4})?)-(?P<task>.+)-\d+\.parquet$")
 
+_MAGIC = b"PAR1"
+
 # (size, mtime_ns) -> damage (None: sound), per path: a footer is read once per file version
 _footer_cache: dict[str, tuple[tuple[int, int], str | None]] = {}
 
@@ -49,8 +51,8 @@ def _one_line(exc: BaseException) -> str:
 
 
 def footer_damage(path: str | os.PathLike) -> str | None:
-    """Why the Parquet footer of ``path`` cannot be read (one line), or None when it can. Cached by size and
-    modification time, so the readers pay one footer read per file version."""
+    """Why ``path`` is not a whole Parquet file (one line), or None when its frame is sound. Cached by size and
+    modification time, so the readers pay two small reads per file version."""
     path = str(path)
     try:
         st = os.stat(path)
@@ -60,16 +62,33 @@ def footer_damage(path: str | os.PathLike) -> str | None:
     hit = _footer_cache.get(path)
     if hit is not None and hit[0] == stamp:
         return hit[1]
-    if st.st_size == 0:
-        damage = "the file is empty (0 bytes)"
-    else:
-        try:
-            pq.read_metadata(path)
-            damage = None
-        except (OSError, pa.ArrowException) as exc:
-            damage = f"unreadable Parquet footer ({_one_line(exc)}); the file is {st.st_size} bytes"
+    damage = _frame_damage(path, st.st_size)
     _footer_cache[path] = (stamp, damage)
     return damage
+
+
+def _frame_damage(path: str, size: int) -> str | None:
+    """The Parquet frame, read in two small reads: ``PAR1`` at both ends and a footer length that fits the file.
+    A truncated or overwritten file fails it; a footer damaged inside is found by :func:`whole_file_damage`
+    (``catalog check``). Parsing every footer instead cost 1.6 ms a file on each command's first read."""
+    if size == 0:
+        return "the file is empty (0 bytes)"
+    if size < 12:
+        return f"too short for a Parquet file ({size} bytes)"
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(size - 8)
+            tail = fh.read(8)
+    except OSError as exc:
+        return _one_line(exc)
+    if head != _MAGIC or tail[4:] != _MAGIC:
+        return (f"not a whole Parquet file: the 'PAR1' mark is missing at its {'start' if head != _MAGIC else 'end'} "
+                f"(truncated or overwritten?); the file is {size} bytes")
+    footer = int.from_bytes(tail[:4], "little")
+    if footer <= 0 or footer > size - 12:
+        return f"not a whole Parquet file: its footer length {footer} does not fit its {size} bytes"
+    return None
 
 
 def whole_file_damage(path: str | os.PathLike, expected: pa.Schema | None = None) -> tuple[str | None, int | None]:
@@ -78,6 +97,14 @@ def whole_file_damage(path: str | os.PathLike, expected: pa.Schema | None = None
     damage = footer_damage(path)
     if damage:
         return damage, None
+    damage, rows = _read_through(path, expected)
+    if damage:  # from now on this process's readers leave it out too (the frame check could not tell)
+        st = os.stat(path)
+        _footer_cache[str(path)] = ((st.st_size, st.st_mtime_ns), damage)
+    return damage, rows
+
+
+def _read_through(path, expected: pa.Schema | None) -> tuple[str | None, int | None]:
     try:
         f = pq.ParquetFile(str(path))
         if expected is not None:
@@ -91,7 +118,7 @@ def whole_file_damage(path: str | os.PathLike, expected: pa.Schema | None = None
             return f"the footer says {f.metadata.num_rows} rows, the row groups hold {rows}", None
         return None, rows
     except (OSError, pa.ArrowException) as exc:
-        return f"a row group cannot be decoded ({_one_line(exc)})", None
+        return f"the footer or a row group cannot be decoded ({_one_line(exc)})", None
 
 
 def describe(path: str | os.PathLike, table: str, reason: str, run_ids: list[str] = ()) -> DamagedFile:
