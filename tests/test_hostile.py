@@ -57,23 +57,28 @@ def _one_row_with_a_reason_each(root: Path, expected_ids: set[str]) -> list[dict
     return rows
 
 
-def test_a_server_that_accepts_and_never_answers_is_bounded(tmp_path, spectra):
+@pytest.mark.parametrize("fault, said", [
+    (Fault.sleep(120), "hung"),  # accepts, never answers (until the server stops)
+    # sends its reply a byte at a time: each read returns in time, --timeout bounds the whole request
+    (Fault.trickle(seconds_per_byte=0.2), "request deadline"),
+], ids=["never-answers", "trickles"])
+def test_a_server_that_accepts_and_never_answers_is_bounded(tmp_path, spectra, fault, said):
     env = _env(tmp_path)
     with FakeOpenAIServer() as srv:
-        srv.always = Fault.sleep(120)  # accepts, never answers (until the server stops)
+        srv.always = fault
         t0 = time.monotonic()
         r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
                   "--timeout", "1", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
         wall = time.monotonic() - t0
+        n_requests = len(srv.chat_requests)
     assert r.returncode == 0, r.stderr
     assert wall < 60, f"a hung endpoint took {wall:.0f} s"
     rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
-    assert all(x["verdict"] == "ERROR" for x in rows)
-    kinds = {x["error_kind"] for x in rows}
-    assert kinds <= {"engine_unavailable"}, kinds
-    assert any("hung" in x["error_message"] or "no healthy endpoint" in x["error_message"] for x in rows)
+    # never answered: ERROR engine_unavailable (re-run by --incremental), not an answer of any kind
+    assert {(x["verdict"], x["error_kind"]) for x in rows} == {("ERROR", "engine_unavailable")}
+    assert any(said in x["error_message"] for x in rows), rows
     # two tries per request (the timeout retried once), not four; the hung endpoint is then cooled down
-    assert len(srv.chat_requests) <= 2 * 4
+    assert n_requests <= 2 * 4
 
 
 def test_the_time_budget_bounds_a_slow_server(tmp_path, spectra):
@@ -96,22 +101,6 @@ def test_the_time_budget_bounds_a_slow_server(tmp_path, spectra):
     again = [x for x in _rows(tmp_path / "cat") if x["run_id"] == latest]
     assert sorted(x["candidate_id"] for x in again) == ["s0", "s1", "s2", "s3"]
     assert {x["verdict"] for x in again} <= {"YES", "NO"}
-
-
-def test_a_trickling_reply_is_cut_at_the_request_deadline(tmp_path, spectra):
-    """A server that sends its reply a byte at a time: --timeout bounds the whole request, not each read."""
-    env = _env(tmp_path)
-    with FakeOpenAIServer() as srv:
-        srv.always = Fault.trickle(seconds_per_byte=0.2)
-        t0 = time.monotonic()
-        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
-                  "--timeout", "1", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
-        wall = time.monotonic() - t0
-    assert r.returncode == 0, r.stderr
-    assert wall < 60, f"a trickling reply took {wall:.0f} s"
-    rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
-    assert {x["error_kind"] for x in rows} == {"engine_unavailable"}
-    assert any("request deadline" in x["error_message"] for x in rows), rows
 
 
 def test_faults_of_every_kind_end_as_one_row_each(tmp_path, spectra):

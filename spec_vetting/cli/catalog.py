@@ -221,18 +221,13 @@ def check(root: str, repair: bool) -> None:
         click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(mismatches)} count mismatch(es); "
                    + REPAIR_HINT.format(root=root), err=True)
         sys.exit(1)
-    lock = RootLock(Path(root))
-    lock.acquire()
-    try:
+    with RootLock(Path(root)):  # no run may write while files move
         actions = repair_root(root)
-    finally:
-        lock.release()
     for line in actions:
         click.echo(f"repaired: {line}")
     after = check_root(root)
-    left = [d for d in after.damaged]
-    if left:
-        for d in left:
+    if after.damaged:
+        for d in after.damaged:
             click.echo(f"still damaged: {d.line()}", err=True)
         sys.exit(1)
     click.echo(f"{root}: repaired; rerun `spec-vet run ... --incremental` to vet the lost pairs again")
