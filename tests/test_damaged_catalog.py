@@ -181,3 +181,29 @@ def test_damage_inside_a_whole_file_is_one_line_and_check_finds_it(healthy, tmp_
     r = _run(["catalog", "summary", root, "--json"], env)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["runs"][0]["verdicts"] == {"wd": {"YES": N}}
+
+
+def test_repair_rebuilds_a_damaged_file_from_the_runs_parts(healthy, tmp_path):
+    """A run killed part-way keeps its shards' parts under _runs/; once compacted (`catalog compact`), a damaged
+    compacted file of it is rebuilt from those parts, row for row."""
+    import signal
+
+    from test_pipeline_cli import KILL_AFTER_ENV
+
+    from spec_vetting.catalog.read import read_verdicts
+
+    _, env, job = healthy
+    env = {**env, "_TEST_CWD": str(tmp_path)}
+    root = tmp_path / "killed"
+    r = _run(["run", job, "--out", root], {**env, KILL_AFTER_ENV: "2"})
+    assert r.returncode == -signal.SIGKILL
+    r = _run(["catalog", "compact", root], env)
+    assert r.returncode == 0, r.stderr
+    before = sorted((x["candidate_id"], x["task"], x["verdict"]) for x in read_verdicts(root).to_pylist())
+    assert before
+    bad = _truncate(root, task=before[0][1])
+    r = _run(["catalog", "check", root, "--repair"], env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "rebuilt from the run's parts" in r.stdout, r.stdout
+    assert bad.is_file() and (root / "_quarantine" / bad.relative_to(root)).is_file()
+    assert sorted((x["candidate_id"], x["task"], x["verdict"]) for x in read_verdicts(root).to_pylist()) == before
