@@ -48,7 +48,7 @@ JOB_OPTIONS = [
     _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
     _job_option("engine.timeout_s", "--timeout", type=float,
-                help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
+                help=f"Per-request deadline, seconds ({DEFAULT_TIMEOUT_S:g}): connect, headers and the whole body."),
     _job_option("engine.options", "--engine-option", multiple=True, metavar="KEY=VALUE",
                 help="Extra engine option (YAML value), e.g. --engine-option device=cuda. Repeatable."),
     _job_option("sampling.temperature", "--temperature", type=float, help="Sampling temperature (0 = greedy)."),
