@@ -207,3 +207,25 @@ def test_repair_rebuilds_a_damaged_file_from_the_runs_parts(healthy, tmp_path):
     assert "rebuilt from the run's parts" in r.stdout, r.stdout
     assert bad.is_file() and (root / "_quarantine" / bad.relative_to(root)).is_file()
     assert sorted((x["candidate_id"], x["task"], x["verdict"]) for x in read_verdicts(root).to_pylist()) == before
+
+
+def test_a_damaged_pictures_file_is_drawn_again_and_repaired(healthy, tmp_path):
+    """Stored pictures are a cache: a damaged file of them is left out, the picture drawn again and checked by its
+    sha256; `catalog check` names it and `--repair` sets it aside."""
+    from spec_vetting.catalog.read import read_verdicts
+
+    _, env, job = healthy
+    env = {**env, "_TEST_CWD": str(tmp_path)}
+    root = tmp_path / "with-pictures"
+    r = _run(["run", job, "--out", root, "--store-pictures"], env)
+    assert r.returncode == 0, r.stderr
+    [f] = sorted((root / "pictures").glob("*/*.parquet"))
+    f.write_bytes(f.read_bytes()[:100])
+    row = read_verdicts(root).to_pylist()[0]
+    r = _run(["catalog", "picture", root, row["candidate_id"], row["task"], "-1", "-o", tmp_path / "full.png"], env)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "full.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = _run(["catalog", "check", root], env)
+    assert r.returncode == 1 and str(f) in r.stdout, r.stdout
+    r = _run(["catalog", "check", root, "--repair"], env)
+    assert r.returncode == 0 and "drawn again" in r.stdout, r.stdout + r.stderr

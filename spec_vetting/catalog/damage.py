@@ -16,7 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import CURRENT_DIR, TABLES
+from .schema import CURRENT_DIR, PICTURES_DIR, PICTURES_SCHEMA, TABLES
+
+#: every folder of compacted files a root holds; pictures are a cache of re-renderable PNGs (store_pictures)
+CHECKED = (*TABLES, CURRENT_DIR, PICTURES_DIR)
 
 REPAIR_HINT = ("run `spec-vet catalog check {root} --repair`: it moves damaged files into {root}/_quarantine/ and "
                "rebuilds them, or leaves their pairs for the next `spec-vet run --incremental` to vet again")
@@ -128,7 +131,7 @@ def describe(path: str | os.PathLike, table: str, reason: str, run_ids: list[str
     for run_id in sorted(run_ids, key=len, reverse=True):
         if name.startswith(f"part-{run_id}-"):
             task = name[len(f"part-{run_id}-"):].removesuffix(".parquet").rsplit("-", 1)[0]
-            return DamagedFile(str(path), table, reason, run_id, task)
+            return DamagedFile(str(path), table, reason, run_id, None if table == PICTURES_DIR else task)
     m = _PART_NAME.match(name)
     if m:
         return DamagedFile(str(path), table, reason, m["run_id"], m["task"])
@@ -161,7 +164,7 @@ def damaged_files(root: str | os.PathLike) -> list[DamagedFile]:
 
     out: list[DamagedFile] = []
     run_ids = None
-    for table in (*TABLES, CURRENT_DIR):
+    for table in CHECKED:
         new, old = table_files(root, table)
         if any(footer_damage(f) for f in new + old):
             run_ids = _run_ids(root) if run_ids is None else run_ids
@@ -209,9 +212,9 @@ def check_root(root: str | os.PathLike) -> CheckReport:
 
     report = CheckReport(str(root))
     run_ids = _run_ids(root)
-    for table in (*TABLES, CURRENT_DIR):
+    for table in CHECKED:
         new, old = table_files(root, table)
-        expected = file_schema(table)
+        expected = PICTURES_SCHEMA if table == PICTURES_DIR else file_schema(table)
         for f in new + old:
             report.files_checked += 1
             damage, _ = whole_file_damage(f, expected if f in new else None)

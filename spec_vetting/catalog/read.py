@@ -30,7 +30,8 @@ def _visible(p: Path) -> bool:
 
 
 def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
-    """(compacted files, pre-2.0 hive-layout files) of ``table`` under ``root``; ``current`` has only the first."""
+    """(compacted files, pre-2.0 hive-layout files) of ``table`` (verdicts, turns, current or pictures) under
+    ``root``; ``current`` and ``pictures`` have only the first."""
     folder = Path(root) / table
     if not folder.is_dir():
         return [], []

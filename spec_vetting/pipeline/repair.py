@@ -21,6 +21,7 @@ from pathlib import Path
 from ..catalog.current import rebuild_current
 from ..catalog.damage import DamagedFile, check_root
 from ..catalog.read import read_manifest
+from ..catalog.schema import PICTURES_DIR
 from .compact import compact_run, staged_parts
 from .manifest import utcnow
 from .store import RunStore
@@ -86,6 +87,8 @@ def repair_root(root) -> list[str]:
             outcome = "rows lost: their pairs are vetted again by the next `spec-vet run --incremental`"
         elif d.table == "turns":
             outcome = "trajectories lost: the verdict rows stay, without their turns"
+        elif d.table == PICTURES_DIR:
+            outcome = "stored pictures lost: they are drawn again from their references and checked by sha256"
         else:
             outcome = "rebuilt from the readable verdicts"
         _record(root, {"at": utcnow(), "path": d.path, "moved_to": str(dest), "table": d.table, "run_id": d.run_id,
