@@ -75,7 +75,7 @@ def image_bytes(messages: list[dict]) -> list[bytes]:
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # status | sleep | drop | garbage_body | garbage_text
+    kind: str  # status | sleep | drop | garbage_body | garbage_text | trickle | echo_auth | usage | huge
     code: int = 200
     headers: dict = field(default_factory=dict)
     seconds: float = 0.0
@@ -105,6 +105,29 @@ class Fault:
     def garbage_body() -> Fault:
         """HTTP 200 with a body that is not JSON."""
         return Fault("garbage_body", text="<html>502 upstream garbage")
+
+    @staticmethod
+    def trickle(seconds_per_byte: float = 0.2) -> Fault:
+        """A normal reply, sent one byte at a time with a pause before each (every read returns within a short
+        read timeout, the whole reply takes minutes)."""
+        return Fault("trickle", seconds=seconds_per_byte)
+
+    @staticmethod
+    def echo_auth(code: int, offset: int, tail: str = " (request rejected by the proxy)") -> Fault:
+        """HTTP ``code`` whose text body echoes the request's Authorization header after ``offset`` characters
+        of filler, as a misconfigured proxy does."""
+        return Fault("echo_auth", code=code, seconds=float(offset), text=tail)
+
+    @staticmethod
+    def usage(**usage) -> Fault:
+        """A normal reply whose ``usage`` fields are replaced by ``usage`` (sent as raw JSON text, so NaN and
+        Infinity go out as the bare words a lax server writes)."""
+        return Fault("usage", headers=dict(usage))
+
+    @staticmethod
+    def huge(n_bytes: int) -> Fault:
+        """HTTP 200 whose JSON body is ``n_bytes`` long (a completion text of that size), sent in 64 kB chunks."""
+        return Fault("huge", code=n_bytes)
 
     @staticmethod
     def garbage_text(text: str = "lorem ipsum dolor sit amet") -> Fault:
@@ -316,22 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             body = None
         srv._record(RecordedRequest("POST", self.path, dict(self.headers), body, time.time()))
-        if self.path in ("/tokenize", "/detokenize") and srv.chat_template is not None and isinstance(body, dict):
-            self._send_json(200, _tokenize(srv.chat_template, self.path, body))
-            return
-        if self.path != "/v1/chat/completions":
-            self._send_json(404, {"error": f"no route {self.path}"})
-            return
-        if not isinstance(body, dict):
-            self._send_json(400, {"error": "body is not JSON"})
-            return
-        refused = sorted(srv.refuse_sampling & set(body))
-        if refused:
-            self._send_json(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
-                                            "type": "invalid_request_error"}})
-            return
-        if self.headers.get("X-Spec-Vet-Probe"):
-            self._send_json(200, srv.completion({**body, "messages": body.get("messages") or []}))
+        if self._answered_before_faults(body):
             return
         fault = srv._next_fault()
         if fault is not None and fault.kind == "drop":
@@ -343,6 +351,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.kind == "status":
             self._send_json(fault.code, {"error": {"message": fault.text}}, fault.headers)
+            return
+        if fault is not None and fault.kind == "echo_auth":
+            echoed = "x" * int(fault.seconds) + f"Authorization: {self.headers.get('Authorization')}" + fault.text
+            self._send_raw(fault.code, echoed.encode(), "text/plain")
+            return
+        if fault is not None and fault.kind == "huge":
+            self._send_huge(fault.code)
             return
         delay = srv.delay_s + (fault.seconds if fault is not None and fault.kind == "sleep" else 0.0)
         if delay and not srv.interruptible_sleep(delay):
@@ -360,7 +375,67 @@ class _Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # a plugged-in reply function failed: answer 500 like a real server
             self._send_json(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
             return
+        if fault is not None and fault.kind == "usage":
+            data["usage"] = {**(data.get("usage") or {}), **fault.headers}
+            # json.dumps writes float("nan") as NaN, as a lax server does
+            self._send_raw(200, json.dumps(data).encode(), "application/json")
+            return
+        if fault is not None and fault.kind == "trickle":
+            self._send_trickle(json.dumps(data).encode(), fault.seconds)
+            return
         self._send_json(200, data)
+
+    def _answered_before_faults(self, body) -> bool:
+        """Routes other than a chat turn, bad bodies, refused sampling fields and the sampling probe: answered here
+        (True), without taking a fault."""
+        srv = self.owner
+        if self.path in ("/tokenize", "/detokenize") and srv.chat_template is not None and isinstance(body, dict):
+            self._send_json(200, _tokenize(srv.chat_template, self.path, body))
+        elif self.path != "/v1/chat/completions":
+            self._send_json(404, {"error": f"no route {self.path}"})
+        elif not isinstance(body, dict):
+            self._send_json(400, {"error": "body is not JSON"})
+        elif srv.refuse_sampling & set(body):
+            refused = sorted(srv.refuse_sampling & set(body))
+            self._send_json(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}",
+                                            "type": "invalid_request_error"}})
+        elif self.headers.get("X-Spec-Vet-Probe"):
+            self._send_json(200, srv.completion({**body, "messages": body.get("messages") or []}))
+        else:
+            return False
+        return True
+
+    def _send_trickle(self, payload: bytes, seconds_per_byte: float) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        try:
+            for i in range(len(payload)):
+                if not self.owner.interruptible_sleep(seconds_per_byte):
+                    return
+                self.wfile.write(payload[i:i + 1])
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _send_huge(self, n_bytes: int) -> None:
+        head, tail = b'{"choices": [{"message": {"content": "', b'"}}]}'
+        n_text = max(0, n_bytes - len(head) - len(tail))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(head) + n_text + len(tail)))
+        self.end_headers()
+        chunk = b"a" * (64 << 10)
+        try:
+            self.wfile.write(head)
+            left = n_text
+            while left > 0:
+                self.wfile.write(chunk[:left])
+                left -= min(left, len(chunk))
+            self.wfile.write(tail)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
 
 def dead_endpoint() -> str:

@@ -259,3 +259,32 @@ def test_corrupt_and_truncated_gzip_files_in_a_directory_are_still_candidates(sp
     for c, message in zip(cands, ["gzip data is truncated or corrupt"] * 2 + ["the file is empty"], strict=True):
         with pytest.raises(SpectrumReadError, match=message):
             c.load_spectrum()
+
+
+@pytest.mark.parametrize("bad", ["c\x001", "c\n1", "c\x1b[31m1", "c\x7f1", "c\x851"])
+def test_a_control_character_in_a_candidate_id_is_refused_naming_the_row(tmp_path, bad):
+    """Every export format must agree on an id: VOTable drops NUL, FITS/ECSV/CSV keep it; so it is refused when the
+    list is read, with the row named."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from spec_vetting.errors import CandidateListError
+    from spec_vetting.io.candidates import load_candidates
+
+    path = tmp_path / "list.parquet"
+    pq.write_table(pa.table({"candidate_id": ["ok-1", bad], "path": ["a.fits", "b.fits"]}), path)
+    with pytest.raises(CandidateListError) as info:
+        load_candidates(path)
+    assert info.value.row == 2 and "control character" in str(info.value) and str(path) in str(info.value)
+    assert "\x00" not in str(info.value) and "\x1b" not in str(info.value)
+
+
+def test_run_refuses_a_candidate_id_with_nul(tmp_path):
+    from test_pipeline_cli import _env, _run
+
+    env = _env(tmp_path)
+    cands = tmp_path / "list.csv"
+    cands.write_bytes(b"candidate_id,path\ngood,a.fits\nbad\x00id,b.fits\n")
+    r = _run(["run", "--candidates", cands, "--task", "cv", "--out", tmp_path / "cat"], env)
+    assert r.returncode == 2, r.stderr
+    assert f"{cands}, row 2" in r.stderr and "U+0000" in r.stderr, r.stderr

@@ -21,7 +21,7 @@ import pytest
 from fake_server import FakeOpenAIServer, Fault
 from test_pipeline_cli import SPEC_VET, _env, _run
 
-from spec_vetting.catalog import read_verdicts
+from spec_vetting.catalog import read_turns, read_verdicts
 
 TASKS = ["--task", "cv"]
 
@@ -57,23 +57,28 @@ def _one_row_with_a_reason_each(root: Path, expected_ids: set[str]) -> list[dict
     return rows
 
 
-def test_a_server_that_accepts_and_never_answers_is_bounded(tmp_path, spectra):
+@pytest.mark.parametrize("fault, said", [
+    (Fault.sleep(120), "hung"),  # accepts, never answers (until the server stops)
+    # sends its reply a byte at a time: each read returns in time, --timeout bounds the whole request
+    (Fault.trickle(seconds_per_byte=0.2), "request deadline"),
+], ids=["never-answers", "trickles"])
+def test_a_server_that_accepts_and_never_answers_is_bounded(tmp_path, spectra, fault, said):
     env = _env(tmp_path)
     with FakeOpenAIServer() as srv:
-        srv.always = Fault.sleep(120)  # accepts, never answers (until the server stops)
+        srv.always = fault
         t0 = time.monotonic()
         r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
                   "--timeout", "1", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
         wall = time.monotonic() - t0
+        n_requests = len(srv.chat_requests)
     assert r.returncode == 0, r.stderr
     assert wall < 60, f"a hung endpoint took {wall:.0f} s"
     rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
-    assert all(x["verdict"] == "ERROR" for x in rows)
-    kinds = {x["error_kind"] for x in rows}
-    assert kinds <= {"endpoint_unavailable", "no_healthy_endpoint"}, kinds
-    assert any("hung" in x["error_message"] or "no healthy endpoint" in x["error_message"] for x in rows)
+    # never answered: ERROR engine_unavailable (re-run by --incremental), not an answer of any kind
+    assert {(x["verdict"], x["error_kind"]) for x in rows} == {("ERROR", "engine_unavailable")}
+    assert any(said in x["error_message"] for x in rows), rows
     # two tries per request (the timeout retried once), not four; the hung endpoint is then cooled down
-    assert len(srv.chat_requests) <= 2 * 4
+    assert n_requests <= 2 * 4
 
 
 def test_the_time_budget_bounds_a_slow_server(tmp_path, spectra):
@@ -84,8 +89,18 @@ def test_the_time_budget_bounds_a_slow_server(tmp_path, spectra):
                  timeout=120)
     assert r.returncode == 0, r.stderr
     rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
-    assert {x["verdict"] for x in rows} == {"UNDECIDED"}
-    assert all("time budget" in x["reason"] for x in rows)
+    # the model never saw these pairs: not an answer (UNDECIDED) but ERROR, re-run by --incremental
+    assert {(x["verdict"], x["error_kind"]) for x in rows} == {("ERROR", "engine_timeout")}
+    assert all("time budget" in x["error_message"] and x["n_turns"] == 0 for x in rows)
+    with FakeOpenAIServer() as srv:
+        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
+                  "--incremental", "--threads", "--workers", "1", "--no-dashboard"], env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert srv.chat_requests
+    latest = (tmp_path / "cat" / "_runs" / "LATEST").read_text().strip()
+    again = [x for x in _rows(tmp_path / "cat") if x["run_id"] == latest]
+    assert sorted(x["candidate_id"] for x in again) == ["s0", "s1", "s2", "s3"]
+    assert {x["verdict"] for x in again} <= {"YES", "NO"}
 
 
 def test_faults_of_every_kind_end_as_one_row_each(tmp_path, spectra):
@@ -266,3 +281,32 @@ def test_signals_end_like_an_interruption(tmp_path, spectra, sig, code):
     assert r.returncode == 0, r.stderr
     assert "resuming run" in r.stderr
     _one_row_with_a_reason_each(out, {"s0", "s1", "s2", "s3"})
+
+
+def test_replies_are_validated_at_the_edge(tmp_path, spectra):
+    """Impossible token counts and an oversized body are ERROR bad_reply naming the endpoint and the field (no
+    traceback); an UNDECIDED row's justification is its reason, not a fragment of the reply."""
+    env = _env(tmp_path, SPEC_VETTING_LOG="WARNING")
+    garbage = "lorem ipsum RAW-TAIL-OF-THE-REPLY"
+    with FakeOpenAIServer() as srv:
+        srv.push_faults(Fault.usage(prompt_tokens=float("nan")), Fault.usage(completion_tokens=-6000000),
+                        Fault.huge(300_000), Fault.garbage_text(garbage))
+        r = _run(["run", "--candidates", spectra, *TASKS, "--endpoint", srv.base_url, "--out", tmp_path / "cat",
+                  "--threads", "--workers", "1", "--no-dashboard", "--max-inflight-per-endpoint", "1",
+                  "--engine-option", "max_reply_bytes=200000"], env, timeout=120)
+        assert len(srv.chat_requests) == 4  # none retried: a malformed reply is not transient
+        url = srv.base_url
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    rows = _one_row_with_a_reason_each(tmp_path / "cat", {"s0", "s1", "s2", "s3"})
+    bad = sorted(x["error_message"] for x in rows if x["error_kind"] == "bad_reply")
+    assert len(bad) == 3 and all(url in m for m in bad), bad
+    assert any("usage.prompt_tokens" in m and "nan" in m for m in bad), bad
+    assert any("usage.completion_tokens" in m and "-6000000" in m for m in bad), bad
+    assert any("max_reply_bytes" in m and "200000" in m for m in bad), bad
+    [undecided] = [x for x in rows if x["verdict"] == "UNDECIDED"]
+    assert undecided["justification"] == undecided["reason"] and "RAW-TAIL" not in undecided["justification"]
+    turns = read_turns(tmp_path / "cat").to_pylist()
+    assert any(garbage in (t["assistant_text"] or "") for t in turns)  # the raw text stays in turns
+    r = _run(["catalog", "summary", tmp_path / "cat"], env)
+    assert r.returncode == 0 and "-6000000" not in r.stdout and "-0%" not in r.stdout, r.stdout

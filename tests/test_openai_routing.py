@@ -113,3 +113,4 @@ def test_waiters_skip_an_endpoint_that_died():
 
     got, alive = asyncio.run(main())
     assert got == alive
+

@@ -70,13 +70,31 @@ def test_request_body_seed_and_logprobs_only_when_asked():
         ({"prompt_tokens": 900, "completion_tokens": 40}, Usage(900, 40, None)),  # vLLM without prefix stats
         ({"prompt_tokens": 900, "completion_tokens": 40, "prompt_tokens_details": None}, Usage(900, 40, None)),
         ({"completion_tokens": 40}, Usage(None, 40, None)),
-        ({"prompt_tokens": True, "completion_tokens": "40"}, Usage(None, None, None)),  # not numbers
         (None, Usage(None, None, None)),
         ("garbage", Usage(None, None, None)),
     ],
 )
 def test_usage_missing_fields_are_none(usage, expected):
     assert usage_from_wire(usage) == expected
+
+
+@pytest.mark.parametrize("usage, field", [
+    ({"prompt_tokens": float("nan"), "completion_tokens": 4}, "usage.prompt_tokens"),
+    ({"prompt_tokens": 9, "completion_tokens": float("inf")}, "usage.completion_tokens"),
+    ({"prompt_tokens": -6000000, "completion_tokens": 4}, "usage.prompt_tokens"),
+    ({"prompt_tokens": 9, "completion_tokens": 2.5}, "usage.completion_tokens"),
+    ({"prompt_tokens": True, "completion_tokens": 4}, "usage.prompt_tokens"),
+    ({"prompt_tokens": 9, "completion_tokens": "40"}, "usage.completion_tokens"),
+    ({"prompt_tokens": 10**12, "completion_tokens": 4}, "usage.prompt_tokens"),
+    ({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": -1}}, "cached_tokens"),
+    ({"prompt_tokens": 9, "prompt_tokens_details": {"cached_tokens": 10}}, "cached_tokens"),
+])
+def test_impossible_token_counts_are_a_malformed_reply(usage, field):
+    from spec_vetting.engines.http.wire import WireError
+
+    with pytest.raises(WireError, match=field.replace(".", r"\.")):
+        usage_from_wire(usage)
+    assert usage_from_wire({"prompt_tokens": 9.0, "completion_tokens": 0}) == Usage(9, 0, None)
 
 
 def lp(*tokens):

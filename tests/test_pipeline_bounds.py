@@ -56,6 +56,12 @@ def test_hung_endpoint_is_not_revived_by_its_health_check_during_the_cooldown():
 
     asyncio.run(r.check_all(Client()))
     assert r.healthy == []  # /health answers, but chat requests hang: stays out
+    # the other requests in flight when it hung time out within the cool-down: the same episode, counted once
+    # (three in flight used to make it 60 -> 120 -> 240 s at once)
+    r.mark_hung("http://a/v1", "in flight too")
+    r.mark_hung("http://a/v1", "in flight too")
+    assert st.hung_count == 1 and 55 < st.hung_until - time.monotonic() <= 60
+    st.hung_until = time.monotonic() - 1  # the cool-down ended; used again, it hangs again
     r.mark_hung("http://a/v1", "again")
     assert 110 < st.hung_until - time.monotonic() <= 120  # doubles
     st.hung_until = 0

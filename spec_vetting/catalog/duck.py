@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from .read import table_files
+from .read import readable_files
 from .schema import PARTITION_SCHEMA, file_schema
 
 #: DuckDB's working memory for one sort or join; beyond it the work spills to a temporary folder
@@ -51,8 +51,8 @@ def _quoted(values) -> str:
 def table_view(con, root, table: str, name: str) -> bool:
     """A DuckDB view ``name`` over ``table``'s files under ``root`` with :func:`file_schema`'s columns (what
     :func:`spec_vetting.catalog.read.dataset` gives): compacted files and an older root's hive folders, columns
-    missing from older files as nulls. False when the table has no file."""
-    new, old = table_files(root, table)
+    missing from older files as nulls; damaged files left out, as there. False when the table has no file."""
+    new, old = readable_files(root, table)
     parts = []
     if new:
         parts.append(f"SELECT * FROM read_parquet({_quoted(new)}, union_by_name = true)")

@@ -25,14 +25,18 @@ class PictureMismatchError(CatalogReadError):
     kind = "picture_mismatch"
 
 
+def picture_files(root) -> list[str]:
+    """ROOT/pictures/'s files, without damaged ones (a picture missing from them is drawn again and hash-checked)."""
+    from .read import readable_files
+
+    return readable_files(root, PICTURES_DIR)[0]
+
+
 def stored_picture(root, sha256: str) -> bytes | None:
     """PNG bytes kept in ROOT/pictures/ (runs with store_pictures) for this hash, or None."""
-    folder = Path(root) / PICTURES_DIR
-    if not folder.is_dir():
-        return None
     import pyarrow.dataset as ds
 
-    files = [str(p) for p in folder.glob("*/*.parquet") if not p.name.startswith(("_", "."))]
+    files = picture_files(root)
     if not files:
         return None
     t = ds.dataset(files, format="parquet").to_table(columns=["image_png"], filter=pc.field("picture_sha256") == sha256)
@@ -129,8 +133,7 @@ def fill_pictures(root, verdicts: list[dict], turns: dict[tuple[str, str], list[
     if not want:
         return 0
     found: dict[str, bytes] = {}
-    folder = Path(root) / PICTURES_DIR
-    files = [str(p) for p in folder.glob("*/*.parquet") if not p.name.startswith(("_", "."))] if folder.is_dir() else []
+    files = picture_files(root)
     if files:
         shas = pa.array(sorted({r["picture_sha256"] for r in want}), pa.string())
         t = ds.dataset(files, format="parquet").to_table(filter=pc.field("picture_sha256").isin(shas))

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
+from .damage import split_readable
 from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, file_schema
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
@@ -29,7 +30,8 @@ def _visible(p: Path) -> bool:
 
 
 def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
-    """(compacted files, pre-2.0 hive-layout files) of ``table`` under ``root``; ``current`` has only the first."""
+    """(compacted files, pre-2.0 hive-layout files) of ``table`` (verdicts, turns, current or pictures) under
+    ``root``; ``current`` and ``pictures`` have only the first."""
     folder = Path(root) / table
     if not folder.is_dir():
         return [], []
@@ -38,6 +40,12 @@ def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[st
     new = sorted(str(p) for p in folder.glob("*/*.parquet") if _visible(p) and "=" not in p.parent.name)
     old = sorted(str(p) for p in folder.glob("run_date=*/task=*/*.parquet") if _visible(p))
     return new, old
+
+
+def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
+    """:func:`table_files` without the files whose Parquet footer cannot be read (see :mod:`.damage`)."""
+    new, old = table_files(root, table)
+    return split_readable(new, table)[0], split_readable(old, table)[0]
 
 
 def parquet_dataset(source, **options) -> ds.Dataset:
@@ -60,9 +68,11 @@ def scan_batches(data: ds.Dataset, *, columns=None, filter=None, batch_size: int
 
 def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
     """``table`` (verdicts, turns or current) under ``root`` as one Arrow dataset with :func:`file_schema`'s columns,
-    whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none."""
+    whatever the layout (compacted files, or a pre-2.0 root's hive folders, or both); None when there is none.
+    Files whose Parquet footer cannot be read are left out (:func:`~.damage.damaged_files` names them; the commands
+    report them), so one damaged file hides its own rows only."""
     schema = file_schema(table)
-    new, old = table_files(root, table)
+    new, old = readable_files(root, table)
     parts = []
     if new:
         parts.append(parquet_dataset(new, schema=schema))
@@ -182,6 +192,25 @@ def latest_run_id(root: str | os.PathLike) -> str | None:
     return runs[-1]["run_id"] if runs else None
 
 
+def latest_run_with_rows(root: str | os.PathLike) -> tuple[str | None, list[str]]:
+    """(the latest run that has verdict rows, the later runs passed over because they have none), runs in start
+    order with the ``_runs/LATEST`` run last. An incremental night that skipped every pair records a run without
+    rows; the commands that default to the latest run take the one before it. (None, [...]) when no recorded run
+    has rows."""
+    order = [r["run_id"] for r in list_runs(root)]
+    pointer = latest_run_id(root)
+    if pointer in order:
+        order.remove(pointer)
+        order.append(pointer)
+    with_rows = {key[0] for key, n in count_by(root, "verdicts", ["run_id"]).items() if n}
+    passed_over = []
+    for run_id in reversed(order):
+        if run_id in with_rows:
+            return run_id, passed_over
+        passed_over.append(run_id)
+    return None, passed_over
+
+
 def summarize_catalog(root: str | os.PathLike) -> dict:
     """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself (streamed)."""
     groups = count_by(root, "verdicts", ["run_id", "task", "verdict", "error_kind"])
@@ -201,7 +230,14 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     # rows of a run whose manifest is gone still count
     runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
     current = count_by(root, CURRENT_DIR, ["task", "verdict"])
+    from .damage import damaged_files, rows_not_counted
+
+    damaged = damaged_files(root)
+    missing = rows_not_counted(root, damaged)
     return {
+        "damaged_files": [{"path": d.path, "table": d.table, "reason": d.reason, "run_id": d.run_id, "task": d.task,
+                           "rows_not_counted": missing.get((d.run_id, d.task)) if d.table == "verdicts" else None}
+                          for d in damaged],
         "root": str(root),
         "latest_run_id": latest_run_id(root),
         "runs": [
@@ -247,7 +283,7 @@ def resolve_run_id(root, run_id: str | None = None) -> str:
             f"{root}: no verdicts/ folder here; pass the --out folder of a `spec-vet run` (the catalog root)"
         )
     if run_id is None:
-        run_id = latest_run_id(root)
+        run_id, _ = latest_run_with_rows(root)
     if run_id is None:  # no run manifest: take the newest run present in the rows
         table = read_verdicts(root, columns=["run_id", "run_date"])
         if table.num_rows == 0:

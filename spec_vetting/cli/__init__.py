@@ -50,6 +50,31 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except Exception as exc:
+            if not _undecodable_catalog_file(exc):
+                raise
+            # a catalog file whose frame is whole but whose insides are damaged: the readers leave out the files
+            # they can tell are damaged up front (spec_vetting.catalog.damage); this one shows only when decoded
+            text = " ".join(str(exc).split())
+            click.echo(f"error: a catalog file could not be decoded ({type(exc).__name__}: {text}); run `spec-vet "
+                       "catalog check ROOT` to find it and `spec-vet catalog check ROOT --repair` to set it aside",
+                       err=True)
+            sys.exit(1)
+
+
+def _undecodable_catalog_file(exc: Exception) -> bool:
+    """pyarrow's own errors (ArrowInvalid ...), and the plain OSError it raises for a Parquet file it cannot open
+    (no errno: not the operating system's)."""
+    pa = sys.modules.get("pyarrow")
+    if pa is None:
+        return False
+    if isinstance(exc, pa.ArrowException):
+        return True
+    return type(exc) is OSError and exc.errno is None and "Parquet" in str(exc)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="spec-vet")

@@ -40,9 +40,11 @@ def summary(root: str, as_json: bool) -> None:
     """
     from ..catalog.read import summarize_catalog
     from ..evaluate import VERDICT_COLUMNS
+    from .damage import warn_damaged
 
     _check_root(root)
     s = summarize_catalog(root)
+    warn_damaged(root)
     if as_json:
         click.echo(json.dumps(s, indent=2, default=str))
         return
@@ -152,8 +154,10 @@ def export(root, fmt, output, current, where, run_id) -> None:
     """
     from ..catalog.export import export_catalog
     from ..errors import CatalogReadError
+    from .damage import warn_damaged
 
     _check_root(root)
+    warn_damaged(root)
     run_id = checked_run(root, run_id)
     try:
         n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
@@ -194,3 +198,50 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
         sys.exit(1)
     write_picture(png, output)
     click.echo(f"{output}: {len(png)} bytes, sha256 {row.get('picture_sha256')} (run {row['run_id']})")
+
+
+@catalog.command("check")
+@click.argument("root", type=click.Path(file_okay=False, exists=True))
+@click.option("--repair", is_flag=True,
+              help="Move damaged files into ROOT/_quarantine/ and rebuild them from the run's parts, or leave their "
+                   "pairs for the next `spec-vet run --incremental`; current/ is rebuilt.")
+def check(root: str, repair: bool) -> None:
+    """Verify every catalog file (footer, columns, every row group) and the verdict rows per run and task against
+    the run manifests. Exit 0 when sound (or repaired), 1 when damage is found and not repaired.
+
+    \b
+    Examples:
+      spec-vet catalog check catalog/
+      spec-vet catalog check catalog/ --repair
+    """
+    from ..catalog.damage import REPAIR_HINT, check_root
+    from ..pipeline.lock import RootLock
+    from ..pipeline.repair import quarantined_runs, repair_root
+
+    _check_root(root)
+    report = check_root(root)
+    known = quarantined_runs(root)
+    mismatches = {k: v for k, v in report.count_mismatches.items() if k not in known}
+    for line in report.lines():
+        click.echo(line)
+    for run_id, task in sorted(k for k in report.count_mismatches if k in known):
+        click.echo(f"run {run_id} task {task}: rows short because its damaged file was quarantined (see "
+                   f"{Path(root) / '_quarantine' / 'repairs.jsonl'}); `spec-vet run --incremental` vets them again")
+    if not report.damaged and not mismatches:
+        click.echo(f"{root}: {report.files_checked} file(s) checked, all readable; row counts agree with the "
+                   "manifests")
+        return
+    if not repair:
+        click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(mismatches)} count mismatch(es); "
+                   + REPAIR_HINT.format(root=root), err=True)
+        sys.exit(1)
+    with RootLock(Path(root)):  # no run may write while files move
+        actions = repair_root(root)
+    for line in actions:
+        click.echo(f"repaired: {line}")
+    after = check_root(root)
+    if after.damaged:
+        for d in after.damaged:
+            click.echo(f"still damaged: {d.line()}", err=True)
+        sys.exit(1)
+    click.echo(f"{root}: repaired; rerun `spec-vet run ... --incremental` to vet the lost pairs again")

@@ -41,7 +41,9 @@ def load_labelled_table(root, run_id, labels_file):
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object (per_task, macro_f1, ...) instead of text")
 @click.option("--plots", "plots_dir", type=click.Path(file_okay=False),
               help="write confusion.png and calibration.png into this folder")
-def eval_cmd(root, labels_file, run_id, as_json, plots_dir):
+@click.option("--skip-damaged", is_flag=True,
+              help="evaluate the readable rows when some of the run's verdict files are damaged (default: refuse)")
+def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
     """Accuracy, precision, recall and F1 of YES per task, macro-F1, confusion and calibration of a run.
 
     UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, never a
@@ -55,11 +57,21 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir):
       spec-vet eval catalog/ --run 20250101T020000Z-ab12cd --plots plots/
     """
     from ..evaluate import evaluate_table, format_text, write_plots
+    from .damage import warn_damaged
+    from .default_run import pick_run
 
+    damaged = warn_damaged(root)
     try:
+        run_id = pick_run(root, run_id)
         run_id, table = load_labelled_table(root, run_id, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
+    ours = [d for d in damaged if d.table == "verdicts" and d.run_id in (None, run_id)]
+    if ours and not skip_damaged:
+        raise click.ClickException(
+            f"{len(ours)} verdict file(s) of run {run_id} are damaged (named above): metrics without their rows "
+            "would not be the run's. Repair the catalog (`spec-vet catalog check ROOT --repair`), or pass "
+            "--skip-damaged to evaluate the readable rows only")
     ev = evaluate_table(table, run_id=run_id)
     written = write_plots(ev, plots_dir) if plots_dir else []
     if as_json:

@@ -26,9 +26,13 @@ def _load(root, run_id, labels_file, tasks_file):
     prompts of tasks not built in."""
     from ..catalog.read import run_tasks_file
     from ..export import slices_from_catalog
+    from .damage import warn_damaged
+    from .default_run import pick_run
     from .evaluate import load_labels
 
+    warn_damaged(root)
     try:
+        run_id = pick_run(root, run_id)
         labels = load_labels(root, labels_file)
         data = slices_from_catalog(root, run_id, labels)
     except SpecVettingError as exc:

@@ -44,9 +44,13 @@ def report(root, out_dir, run_id, only, tasks, max_candidates, threshold, per_fi
     The run is read a page file at a time (memory follows --per-file and --max-candidates, not the run).
     """
     from ..report.page import selection_from_catalog, write_pages
+    from .damage import warn_damaged
+    from .default_run import pick_run
 
     only_queue = only == "review-queue"
+    warn_damaged(root)
     try:
+        run_id = pick_run(root, run_id)
         selection = selection_from_catalog(root, run_id, threshold=threshold, only_queue=only_queue,
                                            tasks=list(tasks) or None, max_candidates=max_candidates)
         paths = write_pages(selection, out_dir, threshold=threshold, only_queue=only_queue, per_file=per_file,

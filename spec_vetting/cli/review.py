@@ -41,8 +41,12 @@ def review_queue(root, threshold, run_id):
       spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
     from ..review_queue import CONFIDENCE, REASONS, queue
+    from .damage import warn_damaged
+    from .default_run import pick_run
 
+    warn_damaged(root)
     try:
+        run_id = pick_run(root, run_id)
         scan, batches = queue(root, run_id, ["p_yes", "status", "reason", "error_kind", "error_message", "path",
                                              "target", "verdict"], threshold=threshold)
         writer = csv.writer(sys.stdout, lineterminator="\n")

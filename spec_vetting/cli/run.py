@@ -48,7 +48,7 @@ JOB_OPTIONS = [
     _job_option("engine.model", "--model", help="Served model id, or the model folder for --engine local."),
     _job_option("engine.api_key_env", "--api-key-env", help="Environment variable holding the API key."),
     _job_option("engine.timeout_s", "--timeout", type=float,
-                help=f"Per-request timeout, seconds ({DEFAULT_TIMEOUT_S:g})."),
+                help=f"Per-request deadline, seconds ({DEFAULT_TIMEOUT_S:g}): connect, headers and the whole body."),
     _job_option("engine.allow_inexact_template", "--allow-inexact-template/--exact-template-only",
                 help="Run on endpoints whose chat template differs from training's token stream (refused by "
                 "default; see `spec-vet endpoints check`)."),
@@ -301,6 +301,9 @@ def run(job_file, example, fresh, progress, **opts):
         if outcome.summary.get("reason"):  # no candidate at all: an empty incoming folder is a normal night
             click.echo(f"nothing to vet: {outcome.summary['reason']}")
         return
+    if outcome.status == "catalog_update_failed":
+        click.echo(f"error: run {outcome.run_id} FAILED: {outcome.failures[0]}", err=True)
+        sys.exit(1)
     click.echo(format_summary(outcome))
     if outcome.status == "error_rate_exceeded":
         click.echo(f"error: the run finished but {outcome.failures[0]}. Check the data folder and the engine "

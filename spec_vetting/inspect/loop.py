@@ -131,6 +131,15 @@ class _Stop(Exception):
         self.reason = reason
 
 
+class _EngineNeverAnswered(Exception):
+    """Internal: the time budget ran out while the engine had not answered: the pair was not inspected."""
+
+
+#: the ERROR kinds of a pair the engine never answered; like every ERROR, re-run by ``--incremental``
+ENGINE_TIMEOUT = "engine_timeout"
+ENGINE_UNAVAILABLE = "engine_unavailable"
+
+
 def _renderer_version(renderer: Renderer | None) -> str | None:
     if renderer is not None:  # an injected renderer (tests, experiments) is not the versioned Spec-o3 one
         return getattr(renderer, "version", None)
@@ -234,6 +243,9 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
         deadline = budget.deadline
         for turn in range(max_turns):
             if deadline is not None and time.monotonic() >= deadline:
+                if not result.turns:  # the engine never answered this inspection (earlier attempts hung)
+                    raise _EngineNeverAnswered(f"time budget of {budget.seconds:g} s spent before the engine "
+                                               "answered a first turn")
                 raise _Stop("time budget spent before an answer")
             t0 = time.monotonic()
             request = session.complete(list(messages), turn=turn,
@@ -242,7 +254,10 @@ async def _attempt(ctx: InspectionContext, task: Task, engine: Engine, zoom: Zoo
                 reply: EngineReply = (await asyncio.wait_for(request, deadline - t0) if deadline is not None
                                       else await request)
             except TimeoutError:
-                raise _Stop("time budget spent while waiting for the engine") from None
+                # the server, not the model, used the budget up: not an answer of the model's, so not UNDECIDED
+                raise _EngineNeverAnswered(
+                    f"time budget of {budget.seconds:g} s spent while waiting for the engine's turn {turn} "
+                    f"({len(result.turns)} turn(s) answered); the pair was not inspected to the end") from None
             rec = Turn(index=turn, assistant_text=reply.text or "", usage=reply.usage,
                        latency_s=reply.latency_s or (time.monotonic() - t0), endpoint=reply.endpoint,
                        finish_reason=reply.finish_reason)
@@ -357,15 +372,20 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
             return done(fresh)
         except _Stop as stop:
             fresh.verdict, fresh.reason = "UNDECIDED", stop.reason
+            # the reason, not a fragment of the reply (a server's raw tail is no justification; it stays in turns)
+            fresh.justification = stop.reason
             fresh.status = "none"
             return done(fresh)
+        except _EngineNeverAnswered as exc:
+            return done(_error(fresh, ENGINE_TIMEOUT, f"candidate {ctx.candidate_id}: {exc}"))
         except EndpointUnavailableError as exc:
             if result.attempts > max_endpoint_retries:
-                return done(_error(fresh, exc.kind, f"{exc} (gave up after {result.attempts} attempts)"))
+                return done(_error(fresh, ENGINE_UNAVAILABLE, f"{exc} (gave up after {result.attempts} attempts)"))
             log.info("rerunning %s from its start after endpoint failure: %s", ctx.candidate_id, exc)
             continue
         except SpecVettingError as exc:  # EngineError included: its kind says what failed
-            return done(_error(fresh, exc.kind, str(exc)))
+            kind = ENGINE_UNAVAILABLE if exc.kind == "no_healthy_endpoint" else exc.kind
+            return done(_error(fresh, kind, str(exc)))
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug in an engine must not take the batch down: record it on the row

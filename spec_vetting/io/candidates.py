@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import re
+import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -277,6 +278,17 @@ def _find_columns(names: list[str], path: Path) -> dict[str, str]:
     return found
 
 
+def _refuse_control_characters(cid: str, path: Path, row: int) -> None:
+    """A candidate id with a control character (NUL, newline, escape ...) is refused: export formats disagree on
+    them (VOTable drops NUL, FITS/ECSV/CSV keep it), so the same id would not be the same id everywhere."""
+    bad = next((c for c in cid if unicodedata.category(c) == "Cc"), None)
+    if bad is not None:
+        raise CandidateListError(
+            path, f"candidate_id {cid!r} holds the control character U+{ord(bad):04X}", row=row,
+            hint="candidate ids must be printable text; fix the id (or the file name it is made from) in the list",
+        )
+
+
 def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind: str) -> list[Candidate]:
     cols = _find_columns(names, path)
     base = path.parent
@@ -292,9 +304,11 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
         task = _as_text(r.get(cols["task"])) if "task" in cols else None
         redrock = _as_text(r.get(cols["redrock"])) if "redrock" in cols else None
         generated.append(cid is None)
+        cid = cid if cid is not None else default_candidate_id(spec_path, target)
+        _refuse_control_characters(cid, path, i)
         cands.append(
             Candidate(
-                candidate_id=cid if cid is not None else default_candidate_id(spec_path, target),
+                candidate_id=cid,
                 path=spec_path,
                 target=target,
                 task=task.lower() if task else None,

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import SpectrumReadError
+from .file_kind import describe_start
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +44,8 @@ HduRef = int | str
 
 
 def _describe_start(head: bytes) -> str:
-    """A hint about what a non-FITS file is, from its first bytes (users often save an HTML error page)."""
-    if not head:
-        return "the file is empty"
-    stripped = head.lstrip()
-    if stripped[:1] == b"<":
-        return "it looks like HTML or XML (a failed download or an error page?)"
-    if head[:4] == b"PAR1":
-        return "it looks like a Parquet file"
-    if head[:8] == b"\x89HDF\r\n\x1a\n":
-        return "it looks like an HDF5 file"
-    if head[:4] == b"PK\x03\x04":
-        return "it looks like a ZIP archive"
-    return f"it starts with {head[:16]!r}"
+    """A hint about what a non-FITS file is (users often save an HTML error page), in words, never its bytes."""
+    return describe_start(head)
 
 
 def card_value(card: bytes) -> str:
@@ -477,7 +467,7 @@ def open_fits(path: str | os.PathLike, *, backend: str | None = None) -> FitsFil
                 raw = None
                 size = p.stat().st_size
                 if head != FITS_MAGIC:
-                    raise SpectrumReadError(path_str, f"not a FITS file: {_describe_start(head + fh.read(8))}")
+                    raise SpectrumReadError(path_str, f"not a FITS file: {_describe_start(head + fh.read(64))}")
                 check_structure(None, path_str, file_obj=fh, size=size)
     except OSError as exc:
         raise SpectrumReadError(path_str, f"cannot read the file: {exc.strerror or exc}") from None
@@ -490,7 +480,7 @@ def open_fits(path: str | os.PathLike, *, backend: str | None = None) -> FitsFil
                 path_str, f"gzip data is truncated or corrupt ({exc})", hint="download the file again"
             ) from None
         if not data.startswith(FITS_MAGIC):
-            raise SpectrumReadError(path_str, f"gzip content is not a FITS file: {_describe_start(data[:16])}")
+            raise SpectrumReadError(path_str, f"gzip content is not a FITS file: {_describe_start(data[:64])}")
         check_structure(data, path_str)
         return _open_checked(path_str, lambda: AstropyFits(path_str, io.BytesIO(data)))
 

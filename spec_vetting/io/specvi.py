@@ -36,6 +36,7 @@ import numpy as np
 from ..errors import CandidateListError, ImageReadError
 from ..labels import LABEL_HINT, LabelValueError, parse_label
 from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
+from .file_kind import describe_start
 
 #: columns a file must have to be read as SpecVI-Bench rows
 SPECVI_REQUIRED_COLUMNS = ("data_source", "extra_info")
@@ -266,7 +267,7 @@ def _first_image(cell: Any) -> tuple[bytes | None, str | None]:
 def check_png(data: bytes) -> str | None:
     """None when ``data`` is a whole, readable PNG; else what is wrong with it."""
     if not data.startswith(PNG_SIGNATURE):
-        return f"not a PNG (it starts with {bytes(data[:8])!r}, a PNG with {PNG_SIGNATURE!r})"
+        return f"not a PNG ({describe_start(bytes(data[:64]))})"
     from PIL import Image, UnidentifiedImageError  # Pillow comes with matplotlib
 
     try:

@@ -61,7 +61,8 @@ class EngineConfig(_Strict):
     api_key_env: str = Field(DEFAULT_API_KEY_ENV, description="environment variable holding the API key, if any")
     timeout_s: float = Field(
         DEFAULT_TIMEOUT_S, gt=0,
-        description="per-request timeout in seconds (openai); a request that times out is tried once more, then "
+        description="per-request deadline in seconds (openai): connect, headers and the whole body (a reply "
+        "trickled byte by byte is cut at it); a request that times out is tried once more, then "
         "the endpoint counts as hung (see the README's time bounds)",
     )
     options: dict[str, Any] = Field(
@@ -181,7 +182,7 @@ class BudgetConfig(_Strict):
     time_budget_s: float | None = Field(
         DEFAULT_TIME_BUDGET_S, gt=0,
         description="wall time per inspection in seconds, reruns included (null = none); counted from the moment "
-        "an engine takes it",
+        "an engine takes it; spent while waiting for the engine, the pair is ERROR engine_timeout (not inspected)",
     )
     read_timeout_s: float = Field(
         DEFAULT_READ_TIMEOUT_S, gt=0,

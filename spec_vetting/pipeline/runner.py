@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
@@ -42,7 +43,9 @@ class RunOutcome:
     run_id: str
     run_date: str
     root: str
-    status: str  # "finished" | "failed" | "nothing_to_do" | "error_rate_exceeded" (finished, too many ERROR rows)
+    #: "finished" | "failed" (shards) | "catalog_update_failed" (compaction or current/ failed) | "nothing_to_do" |
+    #: "error_rate_exceeded" (finished, too many ERROR rows)
+    status: str
     resumed: bool
     summary: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -478,18 +481,19 @@ def run_job(
         if skipped_incremental:
             echo(f"incremental: {skipped_incremental} pair(s) already vetted with this model and prompt, skipped")
 
-        try:
-            failures = _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog)
-        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into one by the command line
-            _record_interruption(exc, store, manifest, shards, runlog, run_id)
-            raise
+        _warn_damaged(root, echo, runlog)
+        attempt = _Attempt(store, manifest, runlog, shards)
+        failures = attempt.run_shards(
+            lambda: _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog))
 
         markers = store.done_markers()
         shard_ids = {s.shard_id for s in shards}
         summary = summarize({k: v for k, v in markers.items() if k in shard_ids})
         # only finished shards' rows reach the catalog: compacted into few files, then folded into current/
         t_compact = time.perf_counter()
-        summary["compaction"] = compact_and_update(root, run_id, run_date, set(markers) & shard_ids)
+        summary["compaction"], reason = attempt.update_catalog(set(markers) & shard_ids)
+        if reason:
+            return RunOutcome(run_id, run_date, str(root), "catalog_update_failed", bool(previous), summary, [reason])
         summary["compaction"]["wall_s"] = round(time.perf_counter() - t_compact, 3)
         wall = time.perf_counter() - wall0
         done_now = sum(len(s.items) for s in pending if s.shard_id in markers)
@@ -541,6 +545,72 @@ def _skip_vetted(job, root: Path, store: RunStore, identity, items, previous, ta
         store.write_incremental_skips(skips)
     keep = [i for i in items if i.key not in skips]
     return keep, len(items) - len(keep)
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}".rstrip(": ")
+
+
+def _warn_damaged(root: Path, echo, runlog) -> None:
+    """Damaged files already under the root are left out of every read (the run goes on); say which."""
+    for line in damage_report(root):
+        echo(f"warning: {line}")
+        runlog.write("WARNING", line)
+
+
+def _catalog_update_failure(root: Path, exc: Exception) -> str:
+    """The one-line reason a run's compaction or current-view update failed, naming the damaged files when that
+    is the cause, and what to do."""
+    what = "the verdicts were written but the catalog could not be updated"
+    damaged = damaged_files(root)
+    if damaged:
+        return (f"{what}: {'; '.join(d.line() for d in damaged)} ({_one_line(exc)}); "
+                f"{REPAIR_HINT.format(root=root)}, then rerun the same command")
+    return f"{what}: {_one_line(exc)}; fix that, then rerun the same command (it compacts the finished shards again)"
+
+
+@dataclass
+class _Attempt:
+    """The end of one attempt, whatever happens: an error it catches leaves the manifest FAILED with the reason
+    (and a FAILED line in run.log), an interruption INTERRUPTED; never `running`."""
+
+    store: RunStore
+    manifest: dict
+    runlog: Any
+    shards: list
+
+    def run_shards(self, execute: Callable[[], list[str]]) -> list[str]:
+        try:
+            return execute()
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM turned into one by the command line
+            _record_interruption(exc, self.store, self.manifest, self.shards, self.runlog, self.store.run_id)
+            raise
+        except BaseException as exc:
+            _record_failure(self.store, self.manifest, self.runlog, self.store.run_id,
+                            f"the shards could not run: {_one_line(exc)}")
+            raise
+
+    def update_catalog(self, done: set[str]) -> tuple[dict, str | None]:
+        """(compaction stats, None), or ({}, the reason) after recording the failure."""
+        store = self.store
+        try:
+            return compact_and_update(store.root, store.run_id, store.run_date, done), None
+        except Exception as exc:
+            reason = _catalog_update_failure(Path(store.root), exc)
+            _record_failure(store, self.manifest, self.runlog, store.run_id, reason)
+            return {}, reason
+
+
+def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason: str) -> None:
+    """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`)."""
+    try:
+        runlog.write("ERROR", f"FAILED run {run_id}: {reason}")
+        manifest["status"] = "failed"
+        manifest["failures"] = [reason]
+        manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
+        write_json_atomic(store.manifest_path, manifest)
+    except Exception:  # the failure itself must still reach the command line
+        log.debug("could not record the failure", exc_info=True)
 
 
 def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, shards, runlog, run_id: str) -> None:

@@ -15,6 +15,7 @@ server root (SGLang) adds to the recorded identity where it exists.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -29,6 +30,7 @@ from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from .fidelity import check_rendering, check_sampling
+from .redact import redact_secret
 from .retry import (
     DEFAULT_MAX_RETRIES,
     INITIAL_BACKOFF_S,
@@ -56,6 +58,10 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_RETRIES = 1
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 DEFAULT_MAX_INFLIGHT = 32
+#: characters of a server's text (an error body) kept in messages, after the API key is redacted
+SERVER_TEXT_CHARS = 200
+#: a reply body longer than this is refused (``bad_reply``) as it is read: a real turn is a few kB of JSON
+DEFAULT_MAX_REPLY_BYTES = 4 << 20
 #: statuses that say the server (not our request) is unavailable: after the retries the endpoint counts as dead
 UNAVAILABLE_STATUS = frozenset({502, 503, 504})
 
@@ -113,7 +119,7 @@ class _OpenAISession(EngineSession):
             reply = parse_chat_response(data)
         except WireError as exc:
             raise EngineError(f"{url}: malformed chat completion for candidate {self.ctx.candidate_id} "
-                              f"turn {turn}: {exc}", kind="bad_response", endpoint=url) from exc
+                              f"turn {turn}: {exc}", kind="bad_reply", endpoint=url) from exc
         return EngineReply(text=reply.text, usage=reply.usage, latency_s=time.monotonic() - t0, endpoint=url,
                            finish_reason=reply.finish_reason, p_yes=reply.p_yes)
 
@@ -150,7 +156,8 @@ class OpenAIEngine(Engine):
                  max_retries: int = DEFAULT_MAX_RETRIES, backoff_initial_s: float = INITIAL_BACKOFF_S,
                  backoff_max_s: float = MAX_BACKOFF_S, health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
                  timeout_retries: int = DEFAULT_TIMEOUT_RETRIES, hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S,
-                 seed: int | None = None, omit_sampling: dict[str, list[str]] | None = None):
+                 seed: int | None = None, request_deadline_s: float | None = None,
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, omit_sampling: dict[str, list[str]] | None = None):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints:
@@ -159,6 +166,9 @@ class OpenAIEngine(Engine):
         self.model = model
         self.api_key_env = api_key_env
         self.timeout = httpx.Timeout(timeout_s, connect=min(connect_timeout_s, timeout_s))
+        #: the whole request (connect + headers + body): --timeout unless given apart
+        self.request_deadline_s = float(request_deadline_s if request_deadline_s is not None else timeout_s)
+        self.max_reply_bytes = int(max_reply_bytes)
         self.max_retries = max_retries
         self.timeout_retries = min(timeout_retries, max_retries)
         self.backoff_initial_s, self.backoff_max_s = backoff_initial_s, backoff_max_s
@@ -183,9 +193,9 @@ class OpenAIEngine(Engine):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _redact(self, text: str) -> str:
-        """``text`` with the API key blanked: a proxy may echo request headers in an error body we log and record."""
-        key = self._api_key()
-        return text.replace(key, "***") if key and len(key) >= 4 else text
+        """``text`` with the API key blanked: a proxy may echo request headers in an error body we log and record.
+        Also a piece of the key that ends the text or starts it (a body the server itself cut inside the key)."""
+        return redact_secret(text, self._api_key())
 
     # --- lifecycle -------------------------------------------------------------------------------------------
 
@@ -287,6 +297,34 @@ class OpenAIEngine(Engine):
 
     # --- one request with retries ----------------------------------------------------------------------------
 
+    async def _send(self, url: str, body: dict, headers: dict) -> tuple[int, httpx.Headers, bytes]:
+        """One POST under the whole-request deadline (connect, headers and body together: a reply trickled byte by
+        byte is cut at it), its body read up to ``max_reply_bytes``. TimeoutError past the deadline."""
+        async with asyncio.timeout(self.request_deadline_s):
+            async with self._client.stream("POST", f"{url}/chat/completions", json=body, headers=headers) as r:
+                chunks, n = [], 0
+                async for chunk in r.aiter_bytes():
+                    n += len(chunk)
+                    if n > self.max_reply_bytes:
+                        raise _ReplyTooLarge(n)
+                    chunks.append(chunk)
+                return r.status_code, r.headers, b"".join(chunks)
+
+    def _server_text(self, content: bytes) -> str:
+        """A server's text as we may record or log it: the API key redacted FIRST, then cut to
+        :data:`SERVER_TEXT_CHARS` (cut first, a key echoed across the cut would survive in part)."""
+        text = content[: 4 * SERVER_TEXT_CHARS + 4096].decode("utf-8", "replace")
+        return clip(self._redact(text), SERVER_TEXT_CHARS)
+
+    def _transport_problem(self, exc: Exception) -> tuple[str, bool]:
+        """(what went wrong, redacted and cut; whether the server accepted the request and did not answer in time)."""
+        if isinstance(exc, TimeoutError):
+            return f"no complete reply within the {self.request_deadline_s:g} s request deadline", True
+        problem = clip(self._redact(f"{type(exc).__name__}: {exc}".rstrip(": ")), SERVER_TEXT_CHARS)
+        if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
+            return f"no answer within {self.timeout.read:g} s ({problem or type(exc).__name__})", True
+        return problem, False
+
     async def _post_with_retries(self, url: str, body: dict, headers: dict, *, what: str) -> Any:
         attempt = 0
         timeouts = 0
@@ -294,34 +332,37 @@ class OpenAIEngine(Engine):
         while True:
             retry_after = None
             try:
-                r = await self._client.post(f"{url}/chat/completions", json=body, headers=headers)
-            except httpx.HTTPError as exc:
-                if not is_retryable_exception(exc):
+                status, reply_headers, content = await self._send(url, body, headers)
+            except _ReplyTooLarge as exc:
+                raise EngineError(f"{url}: the reply for {what} is larger than {self.max_reply_bytes} bytes "
+                                  f"(max_reply_bytes; {exc.n} read before it was cut); no real turn is that long: "
+                                  "check the server, or raise --engine-option max_reply_bytes=N",
+                                  kind="bad_reply", endpoint=url) from None
+            except (httpx.HTTPError, TimeoutError) as exc:
+                if isinstance(exc, httpx.HTTPError) and not is_retryable_exception(exc):
                     raise EngineError(self._redact(f"{url}: request for {what} failed: {type(exc).__name__}: {exc}"),
                                       kind="http_error", endpoint=url) from exc
-                problem, status = self._redact(f"{type(exc).__name__}: {exc}".rstrip(": ")), None
-                if isinstance(exc, httpx.TimeoutException) and not isinstance(exc, httpx.ConnectTimeout):
-                    timeouts += 1
-                    problem = f"no answer within {self.timeout.read:g} s ({problem or type(exc).__name__})"
-                    if timeouts > self.timeout_retries:
-                        hung = True
-                        break
+                status = None
+                problem, timed_out = self._transport_problem(exc)
+                timeouts += timed_out
+                if timeouts > self.timeout_retries:
+                    hung = True
+                    break
             else:
-                if r.status_code == 200:
+                if status == 200:
                     self.router.note_success(url)
                     try:
-                        return r.json()
+                        return json.loads(content)
                     except ValueError as exc:
-                        raise EngineError(f"{url}: reply for {what} is not JSON ({self._redact(r.text[:200])!r})",
-                                          kind="bad_response", endpoint=url) from exc
-                status = r.status_code
-                problem = self._redact(f"HTTP {status}: {r.text[:200]}")
+                        raise EngineError(f"{url}: reply for {what} is not JSON ({self._server_text(content)!r})",
+                                          kind="bad_reply", endpoint=url) from exc
+                problem = f"HTTP {status}: {self._server_text(content)}"
                 if not should_retry_status(status):
                     hint = (f"check the API key in the environment variable {self.api_key_env}"
                             if status in (401, 403) else "check --model and the server log")
                     raise EngineError(f"{url}: {what} was refused with {problem}; {hint}", kind=f"http_{status}",
                                       endpoint=url)
-                retry_after = parse_retry_after(r.headers)
+                retry_after = parse_retry_after(reply_headers)
             if attempt >= self.max_retries:
                 break
             delay = backoff_delay(attempt, retry_after=retry_after, initial_s=self.backoff_initial_s,
@@ -339,3 +380,14 @@ class OpenAIEngine(Engine):
                                            endpoint=url)
         kind = "rate_limited" if status == 429 else f"http_{status}"
         raise EngineError(f"{url}: {what} failed after {tries} tries: {problem}", kind=kind, endpoint=url)
+
+
+class _ReplyTooLarge(Exception):
+    def __init__(self, n: int):
+        super().__init__(n)
+        self.n = n
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, marked when cut. Only ever applied to text already redacted."""
+    return text if len(text) <= limit else text[:limit] + "...(cut)"

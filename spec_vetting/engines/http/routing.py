@@ -110,8 +110,14 @@ class Router:
         s.failures += 1
 
     def mark_hung(self, url: str, why: str) -> None:
-        """Unhealthy, and kept so for a cool-down even if its health check passes (see DEFAULT_HUNG_COOLDOWN_S)."""
+        """Unhealthy, and kept so for a cool-down even if its health check passes (see DEFAULT_HUNG_COOLDOWN_S).
+
+        One hang episode counts once: the other requests that were in flight when it hung time out within the same
+        cool-down and do not lengthen it (with N in flight the cool-down used to double N times at once)."""
         s = self.states[url]
+        if time.monotonic() < s.hung_until:
+            s.healthy = False
+            return
         s.hung_count += 1
         cooldown = min(self.hung_cooldown_s * 2 ** (s.hung_count - 1), max(MAX_HUNG_COOLDOWN_S, self.hung_cooldown_s))
         s.hung_until = time.monotonic() + cooldown

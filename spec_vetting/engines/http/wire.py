@@ -123,18 +123,39 @@ class ChatReply:
     model: str | None
 
 
-def _int_or_none(v: Any) -> int | None:
-    return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+#: more tokens than any request can hold (Qwen2.5-VL's context is 128k): a count above it is not a count
+MAX_TOKEN_COUNT = 10_000_000
+
+
+def _token_count(v: Any, field: str) -> int | None:
+    """A token count as the server gave it: None when absent, else a finite non-negative whole number up to
+    :data:`MAX_TOKEN_COUNT`; anything else (NaN, Infinity, negative, fractional, text) is a :class:`WireError`
+    naming the field (a bad count would be summed into the catalog and shrink the next turn's budget)."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise WireError(f"usage.{field} is {type(v).__name__} {str(v)[:40]!r}, not a token count")
+    if isinstance(v, float) and (not math.isfinite(v) or not v.is_integer()):
+        raise WireError(f"usage.{field} is {v!r}, not a whole finite number of tokens")
+    if not 0 <= v <= MAX_TOKEN_COUNT:
+        raise WireError(f"usage.{field} is {v!r}, outside 0..{MAX_TOKEN_COUNT} tokens")
+    return int(v)
 
 
 def usage_from_wire(usage: Any) -> Usage:
-    """Usage with missing fields as None (cached tokens from ``prompt_tokens_details.cached_tokens``)."""
+    """Usage with missing fields as None (cached tokens from ``prompt_tokens_details.cached_tokens``); a count
+    that is present but impossible is a :class:`WireError`."""
     if not isinstance(usage, dict):
         return Usage()
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    return Usage(_int_or_none(usage.get("prompt_tokens")), _int_or_none(usage.get("completion_tokens")),
-                 _int_or_none(cached))
+    out = Usage(_token_count(usage.get("prompt_tokens"), "prompt_tokens"),
+                _token_count(usage.get("completion_tokens"), "completion_tokens"),
+                _token_count(cached, "prompt_tokens_details.cached_tokens"))
+    if out.cached_tokens is not None and out.prompt_tokens is not None and out.cached_tokens > out.prompt_tokens:
+        raise WireError(f"usage.prompt_tokens_details.cached_tokens {out.cached_tokens} exceeds usage.prompt_tokens "
+                        f"{out.prompt_tokens}")
+    return out
 
 
 def _token_prob(entries: list[dict]) -> tuple[float, float]:
