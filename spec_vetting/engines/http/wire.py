@@ -28,6 +28,11 @@ class WireError(ValueError):
     """A server reply that does not follow the chat-completions format."""
 
 
+def data_url(png: bytes) -> str:
+    """The ``image_url`` of a PNG: ``data:image/png;base64,...``."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
 class ImageEncoder:
     """PNG bytes -> data URL, memoised: the full view is resent every turn and must be byte-identical."""
 
@@ -38,7 +43,7 @@ class ImageEncoder:
         hit = self._cache.get(id(png))
         if hit is not None and hit[0] is png:
             return hit[1]
-        url = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        url = data_url(png)
         self._cache[id(png)] = (png, url)
         return url
 
