@@ -41,9 +41,8 @@ from .routing import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_HUNG_COOLDOWN_S, Router,
 from .wire import (
     REQUEST_ID_HEADER,
     ROUTING_KEY_HEADER,
-    ImageEncoder,
+    RequestEncoder,
     WireError,
-    chat_request_body,
     model_ids,
     parse_chat_response,
 )
@@ -74,7 +73,7 @@ class _OpenAISession(EngineSession):
         self.engine = engine
         self.ctx = ctx
         self.endpoint: str | None = None
-        self.encode_image = ImageEncoder()
+        self.encode_request = RequestEncoder()  # per inspection: its messages are serialised once
 
     async def __aenter__(self) -> _OpenAISession:
         eng = self.engine
@@ -96,8 +95,8 @@ class _OpenAISession(EngineSession):
 
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         eng, url = self.engine, self.endpoint
-        body = chat_request_body(messages, model=eng.model, sampling=sampling, encode_image=self.encode_image)
-        headers = {**eng._auth_headers(),
+        body = self.encode_request.body(messages, model=eng.model, sampling=sampling)
+        headers = {**eng._auth_headers(), "Content-Type": "application/json",
                    REQUEST_ID_HEADER: f"{self.ctx.run_id}/{self.ctx.candidate_id}/{turn}",
                    ROUTING_KEY_HEADER: self.ctx.candidate_id}
         t0 = time.monotonic()
@@ -242,14 +241,14 @@ class OpenAIEngine(Engine):
 
     # --- one request with retries ----------------------------------------------------------------------------
 
-    async def _post_with_retries(self, url: str, body: dict, headers: dict, *, what: str) -> Any:
+    async def _post_with_retries(self, url: str, body: bytes, headers: dict, *, what: str) -> Any:
         attempt = 0
         timeouts = 0
         hung = False
         while True:
             retry_after = None
             try:
-                r = await self._client.post(f"{url}/chat/completions", json=body, headers=headers)
+                r = await self._client.post(f"{url}/chat/completions", content=body, headers=headers)
             except httpx.HTTPError as exc:
                 if not is_retryable_exception(exc):
                     raise EngineError(self._redact(f"{url}: request for {what} failed: {type(exc).__name__}: {exc}"),

@@ -83,6 +83,41 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
     return body
 
 
+def _json(value: Any) -> bytes:
+    # exactly what httpx's ``json=`` sends (httpx._content.encode_json), so the server parses the same request
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+class RequestEncoder:
+    """The bytes of one inspection's request bodies, each message serialised once.
+
+    Every turn resends the whole conversation, so serialising each body from scratch would encode the first turn's
+    messages (and their pictures, ~80 kB of base64 each) once per turn. Here each message's JSON is kept (per
+    :class:`Message` object: the loop appends to its conversation and never changes a message) and a body is the
+    request fields around the joined messages: byte for byte what ``json.dumps`` gives for
+    :func:`chat_request_body`'s dict with httpx's settings. One encoder per inspection: it holds its messages.
+    """
+
+    def __init__(self, encode_image: ImageEncoder | None = None):
+        self.encode_image = encode_image or ImageEncoder()
+        self._messages: dict[int, tuple[Message, bytes]] = {}
+
+    def message(self, message: Message) -> bytes:
+        hit = self._messages.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        encoded = _json(message_to_wire(message, self.encode_image))
+        self._messages[id(message)] = (message, encoded)
+        return encoded
+
+    def body(self, messages: list[Message], *, model: str, sampling: Sampling) -> bytes:
+        """The JSON body of ``POST {base}/chat/completions``: :func:`chat_request_body` serialised."""
+        fields = chat_request_body([], model=model, sampling=sampling, encode_image=self.encode_image)
+        joined = b"[" + b",".join(self.message(m) for m in messages) + b"]"
+        return b"{" + b",".join(_json(k) + b":" + (joined if k == "messages" else _json(v))
+                                for k, v in fields.items()) + b"}"
+
+
 @dataclass
 class ChatReply:
     text: str
