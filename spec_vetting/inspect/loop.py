@@ -259,7 +259,7 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
                          max_turns: int = MAX_ASSISTANT_TURNS, token_budget: int | None = RESPONSE_TOKENS,
                          time_budget_s: float | None = None, title: str = "Spectrum",
                          max_endpoint_retries: int = DEFAULT_ENDPOINT_RETRIES,
-                         renderer: Renderer | None = None) -> InspectionResult:
+                         renderer: Renderer | None = None, zoom: ZoomTool | None = None) -> InspectionResult:
     """Inspect ``ctx.spectrum`` for ``task`` with ``engine`` (already started). Never raises per candidate.
 
     ``token_budget`` is training's response budget: every token after the first prompt (generated and tool
@@ -268,7 +268,9 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
     ``time_budget_s`` caps the wall time of the whole inspection, reruns included, counted from the moment the
     engine takes it (time queued for a free endpoint slot does not count). When the engine reports that
     the endpoint died (:class:`EndpointUnavailableError`) the inspection is rerun from its start, up to
-    ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs.
+    ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs. ``zoom`` is a tool already made for
+    ``ctx.spectrum`` at ``ctx.redshift`` with this ``title`` and ``renderer``, shared with the candidate's other
+    inspections so that each picture is drawn once (None: a tool of its own).
     """
     sampling = sampling or Sampling()
     if token_budget is None:
@@ -293,7 +295,8 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
         return done(_error(result, "no_spectrum",
                            f"candidate {ctx.candidate_id}: no spectrum was given to inspect (read it first)"))
     try:
-        zoom = ZoomTool(ctx.spectrum.wavelength, ctx.spectrum.flux, ctx.redshift, title, renderer=renderer)
+        if zoom is None:
+            zoom = ZoomTool(ctx.spectrum.wavelength, ctx.spectrum.flux, ctx.redshift, title, renderer=renderer)
         # a picture given with the candidate (SpecVI-Bench's own full view) is shown as is; zooms are drawn
         full_png = ctx.initial_image_png or await zoom.afull_view()
     except SpecVettingError as exc:
