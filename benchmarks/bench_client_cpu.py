@@ -22,7 +22,8 @@ The split comes from per-thread CPU clocks around each piece, which is exact for
 concurrency; the request piece awaits the network, so it is exact only when one inspection runs at a time: the
 split is measured with ``--concurrency 1`` and the total also with ``--total-concurrency`` (8) for comparison.
 
-    .venv/bin/python benchmarks/bench_client_cpu.py [--n 40] [--zooms 4] [--tasks 1] [--repeat 3] [--json]
+    .venv/bin/python benchmarks/bench_client_cpu.py [--n 40] [--zooms 4] [--tasks 1] [--repeat 3] [--tree DIR]
+        [--json]
 
 ``--tasks 5`` runs every candidate for the five example tasks (a night that asks all five questions of each
 spectrum); the figure is still per inspection.
@@ -48,6 +49,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(REPO))
+if "--tree" in sys.argv:  # measure another checkout's spec_vetting (e.g. the commit before a change) with this script
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--tree") + 1]).resolve()))
 
 #: rest-frame windows the scripted model zooms into, in order: 50 Å at Hα, 300 Å around it, 100 Å at Hβ, 1500 Å
 ZOOM_WINDOWS = ([6540, 6590], [6400, 6700], [4800, 4900], [3900, 5400])
@@ -188,7 +191,7 @@ def instrumented(split: Split):
         (render, "render_spectrum", split.wrap_sync("picture", render.render_spectrum)),
         (fast, "png_rows", split.wrap_sync("png", fast.png_rows)),
         (fast, "encode_rows", split.wrap_sync("png", fast.encode_rows)),
-        (wire, "data_url", split.wrap_sync("data_url", wire.data_url)),
+        (wire.ImageEncoder, "__call__", split.wrap_sync("data_url", wire.ImageEncoder.__call__)),
         (http_engine._OpenAISession, "complete", split.wrap_async("turn", http_engine._OpenAISession.complete)),
         (shard, "_write_shard", split.wrap_sync("rows", shard._write_shard)),
     ]
@@ -276,6 +279,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="measured shards per setting (median reported)")
     ap.add_argument("--concurrency", type=int, default=1, help="inspections in flight in the split measurement")
     ap.add_argument("--total-concurrency", type=int, default=8, help="inspections in flight in the total-only one")
+    ap.add_argument("--tree", help="a checkout whose spec_vetting to measure instead of this one's")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.serve:
@@ -283,6 +287,9 @@ def main() -> int:
         return 0
 
     os.environ.setdefault("SPEC_VETTING_API_KEY", "")
+    import spec_vetting
+
+    print(f"spec_vetting from {Path(spec_vetting.__file__).parent}", file=sys.stderr)
     split = Split()
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as d:
