@@ -113,9 +113,20 @@ class RequestEncoder:
     def body(self, messages: list[Message], *, model: str, sampling: Sampling) -> bytes:
         """The JSON body of ``POST {base}/chat/completions``: :func:`chat_request_body` serialised."""
         fields = chat_request_body([], model=model, sampling=sampling, encode_image=self.encode_image)
-        joined = b"[" + b",".join(self.message(m) for m in messages) + b"]"
-        return b"{" + b",".join(_json(k) + b":" + (joined if k == "messages" else _json(v))
-                                for k, v in fields.items()) + b"}"
+        parts = []  # joined once at the end: the body is copied once, not once per nesting level
+        for k, v in fields.items():
+            parts.append(b"," + _json(k) + b":" if parts else b"{" + _json(k) + b":")
+            if k == "messages":
+                parts.append(b"[")
+                for n, m in enumerate(messages):
+                    if n:
+                        parts.append(b",")
+                    parts.append(self.message(m))
+                parts.append(b"]")
+            else:
+                parts.append(_json(v))
+        parts.append(b"}")
+        return b"".join(parts)
 
 
 @dataclass
