@@ -26,7 +26,8 @@ split is measured with ``--concurrency 1`` and the total also with ``--total-con
         [--json]
 
 ``--tasks 5`` runs every candidate for the five example tasks (a night that asks all five questions of each
-spectrum); the figure is still per inspection.
+spectrum); the figure is still per inspection. Each task zooms into windows moved by its own few Å, so a candidate's
+tasks share the full view and not their zooms.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,12 +56,22 @@ if "--tree" in sys.argv:  # measure another checkout's spec_vetting (e.g. the co
 
 #: rest-frame windows the scripted model zooms into, in order: 50 Å at Hα, 300 Å around it, 100 Å at Hβ, 1500 Å
 ZOOM_WINDOWS = ([6540, 6590], [6400, 6700], [4800, 4900], [3900, 5400])
-#: the coverage a candidate needs for every zoom to draw a picture (the example QSO at z 1.4 does not have it)
-NEEDED_COVERAGE = (3900.0, 6700.0)
+#: the coverage a candidate needs for every zoom to draw a picture (the example QSO at z 1.4 does not have it);
+#: each task moves the windows by up to 28 Å (:func:`task_shift`)
+NEEDED_COVERAGE = (3900.0, 6730.0)
 EXAMPLE_TASKS = ("cv", "carbon", "ss", "gm", "wd")
 
 
 # --- the scripted server (its own process) -------------------------------------------------------------------------
+
+
+def task_shift(messages: list[dict]) -> int:
+    """Å to move the zoom windows by for this task (0-4 x 7 Å, from its prompt), so that a candidate's tasks zoom
+    near but not on each other's windows, as different questions would: only the full view is shared."""
+    user = next((m for m in messages if m.get("role") == "user"), None)
+    parts = user.get("content") if user else None
+    text = "".join(p.get("text", "") for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
+    return 7 * (zlib.crc32(text.encode()) % 5)
 
 
 def scripted_reply(zooms: int):
@@ -70,7 +82,8 @@ def scripted_reply(zooms: int):
         n_images = sum(1 for m in messages if isinstance(m.get("content"), list)
                        for p in m["content"] if p.get("type") == "image_url")
         if n_assistant < zooms:
-            window = ZOOM_WINDOWS[n_assistant % len(ZOOM_WINDOWS)]
+            shift = task_shift(messages)
+            window = [edge + shift for edge in ZOOM_WINDOWS[n_assistant % len(ZOOM_WINDOWS)]]
             text = (f"<think>Look closer at {window}.</think>\n<tool_call>\n"
                     '{"name": "spectral_visualization_tool", "arguments": {"label": "zoom", '
                     f'"wavelength_range": [{window[0]}, {window[1]}]}}}}\n</tool_call>')
