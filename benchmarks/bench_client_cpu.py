@@ -26,8 +26,8 @@ split is measured with ``--concurrency 1`` and the total also with ``--total-con
         [--json]
 
 ``--tasks 5`` runs every candidate for the five example tasks (a night that asks all five questions of each
-spectrum); the figure is still per inspection. Each task zooms into windows moved by its own few Å, so a candidate's
-tasks share the full view and not their zooms.
+spectrum); the figure is still per inspection. Each task zooms into windows moved by a few Å of its own
+(:func:`task_shift`), so a candidate's tasks share the full view and, for two of them, their zooms.
 """
 
 from __future__ import annotations
@@ -67,7 +67,8 @@ EXAMPLE_TASKS = ("cv", "carbon", "ss", "gm", "wd")
 
 def task_shift(messages: list[dict]) -> int:
     """Å to move the zoom windows by for this task (0-4 x 7 Å, from its prompt), so that a candidate's tasks zoom
-    near but not on each other's windows, as different questions would: only the full view is shared."""
+    near each other's windows, as different questions would: of the five example tasks cv, carbon and ss get
+    windows of their own, gm and wd the same ones (28 Å), so 17 pictures are drawn for a candidate's 5 inspections."""
     user = next((m for m in messages if m.get("role") == "user"), None)
     parts = user.get("content") if user else None
     text = "".join(p.get("text", "") for p in parts if isinstance(p, dict)) if isinstance(parts, list) else ""
