@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import math
 
 import pytest
 from fake_server import FakeOpenAIServer
 
+from spec_vetting.engines.http import wire
 from spec_vetting.engines.http.engine import OpenAIEngine
 from spec_vetting.engines.http.wire import (
+    RequestEncoder,
     WireError,
     chat_request_body,
     model_ids,
@@ -60,6 +63,40 @@ def test_request_body_seed_and_logprobs_only_when_asked():
     assert body["seed"] == 11 and body["logprobs"] is True
     assert body["top_logprobs"] == 5  # at least 5 alternatives, so both verdict words show up
     assert body["temperature"] == 0.7 and body["top_p"] == 0.9 and body["max_tokens"] == 300
+
+
+def httpx_json(body: dict) -> bytes:
+    """What ``httpx.post(json=body)`` sends (its encode_json settings), written out here as the oracle."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("sampling", [
+    Sampling(),
+    Sampling(temperature=0.7, top_p=0.9, max_tokens=300, seed=11, logprobs=True, top_logprobs=2),
+])
+def test_request_bytes_are_the_json_of_the_request_body_turn_after_turn(sampling):
+    conv = conversation()
+    conv.append(assistant_message('<think>Hα at 6563 Å, "quoted" \\ back</think>\n<tool_call>\n{}\n</tool_call>'))
+    conv.append(tool_response_message("Generated Hα (6500, 6600) \u00e9", b"\x89PNG third\x00\xff"))
+    encoder = RequestEncoder()
+    for upto in (2, 4, 6, len(conv)):  # the conversation grows as an inspection goes on
+        sent = encoder.body(conv[:upto], model="spec-o3-7b", sampling=sampling)
+        assert sent == httpx_json(chat_request_body(conv[:upto], model="spec-o3-7b", sampling=sampling))
+
+
+def test_request_encoder_serialises_each_message_once(monkeypatch):
+    calls = []
+    real = wire.message_to_wire
+    monkeypatch.setattr(wire, "message_to_wire", lambda m, enc=None, **kw: calls.append(m) or real(m, enc, **kw))
+    images = []
+    real_url = wire.data_url
+    monkeypatch.setattr(wire, "data_url", lambda png: images.append(png) or real_url(png))
+    conv = conversation()
+    encoder = RequestEncoder()
+    for upto in range(2, len(conv) + 1):
+        encoder.body(conv[:upto], model="m", sampling=Sampling())
+    assert len(calls) == len(conv) and {id(m) for m in calls} == {id(m) for m in conv}
+    assert images == [FULL, ZOOM]  # each picture base64-encoded once per inspection
 
 
 @pytest.mark.parametrize(

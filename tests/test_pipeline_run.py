@@ -439,3 +439,25 @@ def test_the_dashboard_link_is_shown_only_while_the_cluster_lives_unless_asked_f
         assert shown and "dashboard" not in [ln for ln in bar if ln.strip()][-1]
     else:
         assert any(m.startswith("Dask dashboard: http") for m in messages) and not shown
+
+
+def test_each_picture_is_drawn_once_per_candidate_across_its_tasks(tmp_path, fake_candidates, monkeypatch):
+    from spec_vetting.inspect import zoom
+
+    drawn = []
+
+    def counting(wavelength, flux, wavelength_range=None, title="Spectrum"):
+        drawn.append((round(float(wavelength[0]), 6), wavelength_range))
+        return TINY_PNG
+
+    monkeypatch.setattr(zoom, "_default_renderer", lambda: counting)
+    # one shard: the tool is shared within a shard (a worker's candidate may also be in another shard)
+    out = runner.run_job(_job(tmp_path, tasks=["cv", "wd", "carbon"], shard_size=100), progress=False,
+                         echo=lambda s: None)
+    rows = _rows(out.root, out.run_id)
+    assert len(rows) == 18 and {r["verdict"] for r in rows} == {"YES"}
+    turns = [t for t in read_turns(out.root, out.run_id).to_pylist() if t["zoom_min"] is not None]
+    assert len(turns) == 18  # every inspection zoomed once
+    # 6 candidates x (full view + the one window), though 3 tasks each looked at both
+    assert len(drawn) == 12 and len(set(drawn)) == 12
+    assert sum(1 for _, w in drawn if w is None) == 6

@@ -151,3 +151,43 @@ def test_tick_memo_reuses_ticks_only_for_the_same_tick_space():
     assert len(spaces) >= 3
     assert batched_axis._tick_space_used(MultipleLocator(5.0), ax_a.xaxis) is None
     assert batched_axis._tick_space_used(AutoLocator(), ax_a.yaxis)[0] == "bins"
+
+
+def _tick_state(axis, ticks) -> list:
+    """Where each tick to draw sits and what its label says, read from its artists."""
+    along_x = axis.axis_name == "x"
+    out = []
+    for t in ticks:
+        (line_pos,) = (t.gridline.get_xdata() if along_x else t.gridline.get_ydata())
+        label_pos = t.label1.get_position()[0 if along_x else 1]
+        out.append((t.get_loc(), float(line_pos), float(label_pos), t.label1.get_text(), t in axis.majorTicks))
+    return out
+
+
+@pytest.mark.parametrize("views", [
+    # the tick count grows (new ticks are made, copying their neighbour's location) and shrinks, views overlap
+    [(6500.0, 6600.0), (6480.0, 6700.0), (6500.0, 6600.0), (6560.0, 6566.0), (3600.0, 9800.0)],
+    [(3600.0, 9800.0), (6540.0, 6590.0), (6400.0, 6700.0), (6541.0, 6589.0)],
+])
+def test_lean_tick_update_places_ticks_as_matplotlib_does(views):
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import AutoMinorLocator, MultipleLocator
+
+    def axes():
+        ax = Figure(figsize=(6, 4), dpi=80).add_subplot()
+        ax.xaxis.set_major_locator(MultipleLocator(20))
+        ax.xaxis.set_minor_locator(MultipleLocator(5))
+        ax.yaxis.set_minor_locator(AutoMinorLocator())
+        return ax
+
+    lean, plain = axes(), axes()  # plain: matplotlib's own Axis._update_ticks, the oracle
+    for lo, hi in views:
+        for ax in (lean, plain):
+            ax.set_xlim(lo, hi)
+            ax.set_ylim(lo / 1000.0, hi / 900.0)
+        for name in ("xaxis", "yaxis"):
+            got_axis, want_axis = getattr(lean, name), getattr(plain, name)
+            got = batched_axis.update_ticks_lean(got_axis)
+            want = want_axis._update_ticks()
+            assert _tick_state(got_axis, got) == _tick_state(want_axis, want)
+            assert all(t.get_loc() == p for t in got for p in [_tick_state(got_axis, [t])[0][1]])

@@ -47,7 +47,7 @@ def test_the_key_is_redacted_before_the_cut_at_every_offset(monkeypatch, caplog)
                 for offset in [0, 50, *CUT_OFFSETS, 260]:
                     srv.push_faults(Fault.echo_auth(code, offset))
                     with pytest.raises(EngineError) as info:
-                        await eng._post_with_retries(eng.endpoints[0], {"messages": []}, eng._auth_headers(),
+                        await eng._post_with_retries(eng.endpoints[0], b'{"messages": []}', eng._auth_headers(),
                                                      what="the canary")
                     out.append(str(info.value))
         finally:

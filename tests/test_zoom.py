@@ -171,3 +171,50 @@ def test_real_renderer_behind_the_tool_on_unsorted_non_finite_input():
     for bad in ([5000, 4000], [], ["a", "b"], [1, 2, 3], [10, 20]):
         out = t.call({"wavelength_range": bad})
         assert out.image_png is None and out.text.startswith("Error: The specified wavelength range")
+
+
+def test_each_picture_is_drawn_once_per_tool():
+    t, r = tool()
+    first = t.call({"wavelength_range": [6500, 6600]})
+    again = t.call({"wavelength_range": [6500.0, 6600.0], "label": "again"})  # the same window, typed otherwise
+    assert again.image_png is first.image_png
+    assert again.text.endswith("(6500.0, 6600.0) Å for again.")  # the text still follows what was typed
+    assert [c[2] for c in r.calls] == [(6500.0, 6600.0)]
+    t.call({"wavelength_range": [4000, 4100]})
+    assert [c[2] for c in r.calls] == [(6500.0, 6600.0), (4000.0, 4100.0)]
+
+
+def test_kept_pictures_are_bounded_and_redrawn_when_dropped():
+    from spec_vetting.inspect.zoom import PICTURES_KEPT
+
+    t, r = tool()
+    windows = [[4000 + 10 * i, 4005 + 10 * i] for i in range(PICTURES_KEPT + 1)]
+    for w in windows:
+        t.call({"wavelength_range": w})
+    assert len(t._windows) == PICTURES_KEPT
+    t.call({"wavelength_range": windows[-1]})  # kept
+    assert len(r.calls) == PICTURES_KEPT + 1
+    t.call({"wavelength_range": windows[0]})  # the oldest was dropped: drawn again, the same picture
+    assert len(r.calls) == PICTURES_KEPT + 2 and r.calls[-1][2] == (4000.0, 4005.0)
+
+
+def test_one_tool_shared_by_threads_draws_the_full_view_once():
+    import threading
+    import time
+
+    wl = np.linspace(3700.0, 9100.0, 500)
+    calls = []
+
+    def slow(wavelength, flux, wavelength_range=None, title="Spectrum"):
+        calls.append(wavelength_range)
+        time.sleep(0.05)  # long enough for every thread to ask while the first draws
+        return b"PNG full"
+
+    shared = ZoomTool(wl, np.ones_like(wl), renderer=slow)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(shared.full_view())) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert calls == [None] and got == [b"PNG full"] * 4

@@ -314,11 +314,32 @@ DEFAULT_ENDPOINT_RETRIES = 2
 DEFAULT_TIME_BUDGET_S = 600.0
 
 
+class _FirstPictureFailed(Exception):
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+async def _tool_and_first_picture(ctx: InspectionContext, zoom: ZoomTool | None, title: str,
+                                  renderer: Renderer | None) -> tuple[ZoomTool, bytes]:
+    """The zoom tool (``zoom`` when shared) and the first picture: the one given with the candidate (SpecVI-Bench's
+    own full view) as is, else the drawn full view. :class:`_FirstPictureFailed` with the error kind otherwise."""
+    try:
+        if zoom is None:
+            zoom = ZoomTool(ctx.spectrum.wavelength, ctx.spectrum.flux, ctx.redshift, title, renderer=renderer)
+        return zoom, ctx.initial_image_png or await zoom.afull_view()
+    except SpecVettingError as exc:
+        raise _FirstPictureFailed(exc.kind, f"candidate {ctx.candidate_id}: full view failed: {exc}") from exc
+    except Exception as exc:
+        raise _FirstPictureFailed("render_error", f"candidate {ctx.candidate_id}: full view failed: "
+                                                  f"{type(exc).__name__}: {exc}") from exc
+
+
 async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, sampling: Sampling | None = None,
                          max_turns: int = MAX_ASSISTANT_TURNS, token_budget: int | None = RESPONSE_TOKENS,
                          time_budget_s: float | None = None, title: str = "Spectrum",
                          max_endpoint_retries: int = DEFAULT_ENDPOINT_RETRIES,
-                         renderer: Renderer | None = None) -> InspectionResult:
+                         renderer: Renderer | None = None, zoom: ZoomTool | None = None) -> InspectionResult:
     """Inspect ``ctx.spectrum`` for ``task`` with ``engine`` (already started). Never raises per candidate.
 
     ``token_budget`` is training's response budget: every token after the first prompt (generated and tool
@@ -327,7 +348,9 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
     ``time_budget_s`` caps the wall time of the whole inspection, reruns included, counted from the moment the
     engine takes it (time queued for a free endpoint slot does not count). When the engine reports that
     the endpoint died (:class:`EndpointUnavailableError`) the inspection is rerun from its start, up to
-    ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs.
+    ``max_endpoint_retries`` more times; ``result.attempts`` counts the runs. ``zoom`` is a tool already made for
+    ``ctx.spectrum`` at ``ctx.redshift`` with this ``title`` and ``renderer``, shared with the candidate's other
+    inspections so that each picture is drawn once (None: a tool of its own).
     """
     sampling = sampling or Sampling()
     if token_budget is None:
@@ -352,14 +375,9 @@ async def run_inspection(ctx: InspectionContext, task: Task, engine: Engine, *, 
         return done(_error(result, "no_spectrum",
                            f"candidate {ctx.candidate_id}: no spectrum was given to inspect (read it first)"))
     try:
-        zoom = ZoomTool(ctx.spectrum.wavelength, ctx.spectrum.flux, ctx.redshift, title, renderer=renderer)
-        # a picture given with the candidate (SpecVI-Bench's own full view) is shown as is; zooms are drawn
-        full_png = ctx.initial_image_png or await zoom.afull_view()
-    except SpecVettingError as exc:
-        return done(_error(result, exc.kind, f"candidate {ctx.candidate_id}: full view failed: {exc}"))
-    except Exception as exc:
-        return done(_error(result, "render_error",
-                           f"candidate {ctx.candidate_id}: full view failed: {type(exc).__name__}: {exc}"))
+        zoom, full_png = await _tool_and_first_picture(ctx, zoom, title, renderer)
+    except _FirstPictureFailed as exc:
+        return done(_error(result, exc.kind, str(exc)))
     result.initial_image_png = full_png
     result.initial_image_source = (ctx.initial_image_source or "given") if ctx.initial_image_png else "rendered"
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Real
@@ -31,6 +33,8 @@ from ..protocol import (
 
 #: (wavelength, flux, wavelength_range, title) -> PNG bytes; the real one is spec_vetting.render.render_spectrum
 Renderer = Callable[..., bytes]
+#: windows whose pictures a tool keeps (besides the full view): a candidate's tasks often zoom where the others did
+PICTURES_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,12 @@ def _is_number(v: Any) -> bool:
 
 
 class ZoomTool:
-    """One spectrum, ready to be drawn whole or in rest-frame windows."""
+    """One spectrum, ready to be drawn whole or in rest-frame windows.
+
+    Each picture is drawn once per tool: the full view, and the last :data:`PICTURES_KEPT` windows (the renderer is
+    deterministic, so a kept picture is the one a new drawing would give). One tool may serve every inspection of
+    its spectrum (a candidate's tasks, self-consistency samples), from several threads.
+    """
 
     def __init__(self, wavelength, flux, redshift: float | None = None, title: str = "Spectrum",
                  *, renderer: Renderer | None = None):
@@ -76,16 +85,30 @@ class ZoomTool:
         self.lo = float(finite.min()) if finite.size else float("nan")
         self.hi = float(finite.max()) if finite.size else float("nan")
         self._full_view: bytes | None = None
+        self._windows: OrderedDict[tuple[float, float], bytes] = OrderedDict()
+        self._lock = threading.Lock()  # two inspections asking for one picture at once: drawn once
 
     def _render(self, window: tuple[float, float] | None) -> bytes:
         renderer = self._renderer or _default_renderer()
         return renderer(self.wavelength, self.flux, wavelength_range=window, title=self.title)
 
+    def _window_picture(self, window: tuple[float, float]) -> bytes:
+        with self._lock:
+            png = self._windows.get(window)
+            if png is None:
+                png = self._windows[window] = self._render(window)  # RenderError: nothing kept
+                while len(self._windows) > PICTURES_KEPT:
+                    self._windows.popitem(last=False)
+            else:
+                self._windows.move_to_end(window)
+            return png
+
     def full_view(self) -> bytes:
         """The full-spectrum picture, drawn once: identical bytes every turn keep the server's prefix cache warm."""
-        if self._full_view is None:
-            self._full_view = self._render(None)
-        return self._full_view
+        with self._lock:
+            if self._full_view is None:
+                self._full_view = self._render(None)
+            return self._full_view
 
     def _points_in(self, a: float, b: float) -> int:
         keep = np.isfinite(self.wavelength) & np.isfinite(self.flux)
@@ -141,7 +164,7 @@ class ZoomTool:
         if self._points_in(*window) == 0:
             return ZoomResult(zoom_processing_error_text(no_points_reason(typed)))
         try:
-            png = self._render(window)
+            png = self._window_picture(window)
         except RenderError:
             return ZoomResult(zoom_processing_error_text(no_points_reason(typed)))
         return ZoomResult(zoom_success_text(typed, label), png, window)

@@ -94,7 +94,18 @@ def _redshift_of(spectrum, candidate) -> float | None:
     return None if z is None else float(z)
 
 
-async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext):
+def shared_zoom(spectrum, redshift: float | None, title: str):
+    """One zoom tool for all of a candidate's inspections (each picture drawn once); None when the spectrum cannot
+    make one, so that each inspection makes its own and records why it failed, as it would alone."""
+    from ..inspect.zoom import ZoomTool
+
+    try:
+        return ZoomTool(spectrum.wavelength, spectrum.flux, redshift, title)
+    except Exception:  # noqa: BLE001 - reported per inspection by run_inspection
+        return None
+
+
+async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext, zoom=None):
     from ..inspect.loop import run_inspection
 
     kwargs = dict(
@@ -104,6 +115,7 @@ async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext
         time_budget_s=spec.time_budget_s,
         title=spec.title,
         max_endpoint_retries=spec.max_endpoint_retries,
+        zoom=zoom,
     )
     if spec.self_consistency_k > 1:
         from ..inspect.loop import run_inspection_with_confidence
@@ -153,8 +165,10 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     rversion = renderer_version()
     tasks_cache: dict = {}
     sem = asyncio.Semaphore(max(1, spec.concurrency))
-    # one read per candidate even when it runs several tasks; dropped when its last task is done
+    # one read and one zoom tool (so one drawing of each picture) per candidate even when it runs several tasks;
+    # dropped when its last task is done
     reads: dict[str, asyncio.Future] = {}
+    zooms: dict[str, Any] = {}
     remaining = Counter(str(i.candidate.candidate_id) for i in spec.items)
     results: list = [None] * len(spec.items)
 
@@ -191,12 +205,14 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                     for warning in getattr(getattr(spectrum, "meta", None), "warnings", None) or []:
                         log.warning("candidate %s: %s", cid, warning)
                     z = _redshift_of(spectrum, cand)
+                    if cid not in zooms:
+                        zooms[cid] = shared_zoom(spectrum, z, spec.title)
                     ctx = InspectionContext(
                         candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
                         initial_image_png=image, initial_image_source="specvi" if image else None,
                         extra={"shard_id": spec.shard_id},
                     )
-                    result = await _inspect(spec, engine, task, ctx)
+                    result = await _inspect(spec, engine, task, ctx, zooms[cid])
         except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
             log.exception("candidate %s task %s failed inside the pipeline", cid, item.task)
             result = error_result(
@@ -207,6 +223,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
             remaining[cid] -= 1
             if remaining[cid] <= 0:
                 reads.pop(cid, None)
+                zooms.pop(cid, None)
         results[n] = (item, result, spectrum, z)
 
     await asyncio.gather(*(one(n, item) for n, item in enumerate(spec.items)))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import AutoLocator, FixedLocator, MaxNLocator, MultipleLocator, NullLocator
+from matplotlib.transforms import IdentityTransform
 
 from .text_renderer import cache_text_layout
 
@@ -60,9 +61,55 @@ def memoise_ticks(axis) -> None:
     _memoise_label_layout(axis, memo, state)
 
 
+def update_ticks_lean(axis) -> list:
+    """``axis._update_ticks()`` of matplotlib 3.10 (Axis._update_ticks), doing less for the same result.
+
+    The same tick locations, labels and list of ticks to draw; what differs is the work: a tick already at its
+    location is not moved again (``Tick.update_position`` only sets the location on its five artists, so moving it
+    where it is changes nothing but the stale flags, and a full draw follows anyway), and the ticks to draw are
+    picked with one array comparison instead of one transform per tick (the axis scale is linear here: its
+    transform is the identity, and ``_interval_contains_close`` is the same comparison on each element).
+    """
+    major_locs = axis.get_majorticklocs()
+    major_labels = axis.major.formatter.format_ticks(major_locs)
+    major_ticks = axis.get_major_ticks(len(major_locs))
+    _place(major_ticks, major_locs, major_labels)
+    minor_locs = axis.get_minorticklocs()
+    minor_labels = axis.minor.formatter.format_ticks(minor_locs)
+    minor_ticks = axis.get_minor_ticks(len(minor_locs))
+    _place(minor_ticks, minor_locs, minor_labels)
+    ticks = [*major_ticks, *minor_ticks]
+    if not ticks:
+        return []
+    low, high = axis.get_view_interval()
+    if low > high:
+        low, high = high, low
+    a, b = float(low), float(high)  # identity transform: the interval as matplotlib transforms it
+    if a > b:
+        a, b = b, a
+    tol = (b - a) * 1e-10  # _interval_contains_close's default rtol
+    locs = np.array([tick.get_loc() for tick in ticks], dtype=float)
+    keep = ((a - tol) <= locs) & (locs <= (b + tol))
+    return [tick for tick, k in zip(ticks, keep.tolist(), strict=True) if k]
+
+
+def _place(ticks, locs, labels) -> None:
+    for tick, loc, label in zip(ticks, locs, labels, strict=False):  # as matplotlib zips them
+        # skipped only when this function put it there and nothing moved it since: a new tick copies its
+        # neighbour's ``_loc`` (Axis._copy_tick_props) while its artists are still at 0
+        if not (getattr(tick, "_lean_loc", None) == loc and tick._loc == loc):
+            tick.update_position(loc)
+            tick._lean_loc = loc
+        tick.label1.set_text(label)
+        tick.label2.set_text(label)
+
+
 def _memoise_tick_values(axis, memo: dict, state) -> None:
     """:func:`memoise_ticks`' part for the ticks and their label boxes (``memo`` and ``state`` shared)."""
-    compute_ticks = axis._update_ticks
+    original = axis._update_ticks
+    # the lean version relies on a linear axis (identity scale transform); any other scale keeps matplotlib's
+    compute_ticks = ((lambda: update_ticks_lean(axis)) if isinstance(axis.get_transform(), IdentityTransform)
+                     else original)
     compute_boxes = axis._get_ticklabel_bboxes
 
     def size_free_state(key: tuple) -> tuple:

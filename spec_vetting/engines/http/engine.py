@@ -44,9 +44,8 @@ from .routing import DEFAULT_HEALTH_INTERVAL_S, DEFAULT_HUNG_COOLDOWN_S, Router,
 from .wire import (
     REQUEST_ID_HEADER,
     ROUTING_KEY_HEADER,
-    ImageEncoder,
+    RequestEncoder,
     WireError,
-    chat_request_body,
     model_ids,
     parse_chat_response,
 )
@@ -81,7 +80,7 @@ class _OpenAISession(EngineSession):
         self.engine = engine
         self.ctx = ctx
         self.endpoint: str | None = None
-        self.encode_image = ImageEncoder()
+        self.encode_request = RequestEncoder()  # per inspection: its messages are serialised once
 
     async def __aenter__(self) -> _OpenAISession:
         eng = self.engine
@@ -107,10 +106,10 @@ class _OpenAISession(EngineSession):
 
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         eng, url = self.engine, self.endpoint
-        body = chat_request_body(messages, model=eng.model, sampling=sampling, encode_image=self.encode_image)
-        for name in eng.omit_sampling.get(url, ()):  # refused by this server; the run allowed it (manifest)
-            body.pop(name, None)
-        headers = {**eng._auth_headers(),
+        # sampling fields this server refused are left out only in a run that allowed it (manifest)
+        body = self.encode_request.body(messages, model=eng.model, sampling=sampling,
+                                        omit=tuple(eng.omit_sampling.get(url, ())))
+        headers = {**eng._auth_headers(), "Content-Type": "application/json",
                    REQUEST_ID_HEADER: f"{self.ctx.run_id}/{self.ctx.candidate_id}/{turn}",
                    ROUTING_KEY_HEADER: self.ctx.candidate_id}
         t0 = time.monotonic()
@@ -297,11 +296,11 @@ class OpenAIEngine(Engine):
 
     # --- one request with retries ----------------------------------------------------------------------------
 
-    async def _send(self, url: str, body: dict, headers: dict) -> tuple[int, httpx.Headers, bytes]:
+    async def _send(self, url: str, body: bytes, headers: dict) -> tuple[int, httpx.Headers, bytes]:
         """One POST under the whole-request deadline (connect, headers and body together: a reply trickled byte by
         byte is cut at it), its body read up to ``max_reply_bytes``. TimeoutError past the deadline."""
         async with asyncio.timeout(self.request_deadline_s):
-            async with self._client.stream("POST", f"{url}/chat/completions", json=body, headers=headers) as r:
+            async with self._client.stream("POST", f"{url}/chat/completions", content=body, headers=headers) as r:
                 chunks, n = [], 0
                 async for chunk in r.aiter_bytes():
                     n += len(chunk)
@@ -325,7 +324,7 @@ class OpenAIEngine(Engine):
             return f"no answer within {self.timeout.read:g} s ({problem or type(exc).__name__})", True
         return problem, False
 
-    async def _post_with_retries(self, url: str, body: dict, headers: dict, *, what: str) -> Any:
+    async def _post_with_retries(self, url: str, body: bytes, headers: dict, *, what: str) -> Any:
         attempt = 0
         timeouts = 0
         hung = False

@@ -50,6 +50,11 @@ class WireError(ValueError):
     """A server reply that does not follow the chat-completions format."""
 
 
+def data_url(png: bytes) -> str:
+    """The ``image_url`` of a PNG: ``data:image/png;base64,...``."""
+    return "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+
+
 class ImageEncoder:
     """PNG bytes -> data URL, memoised: the full view is resent every turn and must be byte-identical.
 
@@ -64,8 +69,7 @@ class ImageEncoder:
         hit = self._cache.get((id(png), first))
         if hit is not None and hit[0] is png:
             return hit[1]
-        sent = first_picture_as_trained(png) if first else png
-        url = "data:image/png;base64," + base64.b64encode(sent).decode("ascii")
+        url = data_url(first_picture_as_trained(png) if first else png)
         self._cache[(id(png), first)] = (png, url)
         return url
 
@@ -112,6 +116,57 @@ def chat_request_body(messages: list[Message], *, model: str, sampling: Sampling
         body["logprobs"] = True
         body["top_logprobs"] = max(int(sampling.top_logprobs), 5)
     return body
+
+
+def _json(value: Any) -> bytes:
+    # exactly what httpx's ``json=`` sends (httpx._content.encode_json), so the server parses the same request
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+class RequestEncoder:
+    """The bytes of one inspection's request bodies, each message serialised once.
+
+    Every turn resends the whole conversation, so serialising each body from scratch would encode the first turn's
+    messages (and their pictures, ~80 kB of base64 each) once per turn. Here each message's JSON is kept (per
+    :class:`Message` object: the loop appends to its conversation and never changes a message) and a body is the
+    request fields around the joined messages: byte for byte what ``json.dumps`` gives for
+    :func:`chat_request_body`'s dict with httpx's settings. One encoder per inspection: it holds its messages.
+    """
+
+    def __init__(self, encode_image: ImageEncoder | None = None):
+        self.encode_image = encode_image or ImageEncoder()
+        self._messages: dict[tuple[int, bool], tuple[Message, bytes]] = {}
+
+    def message(self, message: Message, *, first: bool = False) -> bytes:
+        """One message's JSON; ``first``: the first user message (its picture goes as training's first picture)."""
+        hit = self._messages.get((id(message), first))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        encoded = _json(message_to_wire(message, self.encode_image, first=first))
+        self._messages[(id(message), first)] = (message, encoded)
+        return encoded
+
+    def body(self, messages: list[Message], *, model: str, sampling: Sampling, omit: tuple[str, ...] = ()) -> bytes:
+        """The JSON body of ``POST {base}/chat/completions``: :func:`chat_request_body` serialised, less the fields
+        in ``omit`` (sampling fields a server refused, in a run that allowed it)."""
+        fields = chat_request_body([], model=model, sampling=sampling, encode_image=self.encode_image)
+        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), None)
+        parts = []  # joined once at the end: the body is copied once, not once per nesting level
+        for k, v in fields.items():
+            if k in omit:
+                continue
+            parts.append(b"," + _json(k) + b":" if parts else b"{" + _json(k) + b":")
+            if k == "messages":
+                parts.append(b"[")
+                for n, m in enumerate(messages):
+                    if n:
+                        parts.append(b",")
+                    parts.append(self.message(m, first=n == first_user))
+                parts.append(b"]")
+            else:
+                parts.append(_json(v))
+        parts.append(b"}")
+        return b"".join(parts)
 
 
 @dataclass
