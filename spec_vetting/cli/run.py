@@ -85,6 +85,9 @@ JOB_OPTIONS = [
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
     _job_option("store_pictures", "--store-pictures/--no-store-pictures",
                 help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
+    _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",
+                help="Cross-match every candidate with a HATS catalog before inspection (e.g. gaia=/data/hats/"
+                "gaia_dr3, 1 arcsec, proper motions applied): the gaia_* columns. Repeatable."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     _job_option("cluster.scheduler_file", "--scheduler-file", type=click.Path(dir_okay=False),
                 help="Dask scheduler file of a running scheduler (dask scheduler --scheduler-file, dask-jobqueue)."),

@@ -193,7 +193,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                     ctx = InspectionContext(
                         candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
                         initial_image_png=image, initial_image_source="specvi" if image else None,
-                        extra={"shard_id": spec.shard_id},
+                        extra={"shard_id": spec.shard_id}, evidence=dict(getattr(cand, "evidence", None) or {}),
                     )
                     result = await _inspect(spec, engine, task, ctx)
         except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
