@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .astrometry import evidence_terms, with_terms
 from .diagnostics import Measurement, RestSpectrum
 from .features import nebular_lines
 from .redshift import unexplained_emission
@@ -63,8 +64,10 @@ def _nebular(rs: RestSpectrum) -> tuple[bool, dict[str, Measurement]]:
     return -_v(oiii) > 1.5 * hb_emission, m
 
 
-def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decision:
-    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason."""
+def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True,
+           evidence: dict | None = None) -> Decision:
+    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason. ``evidence``
+    (the candidate's Gaia values) adds the significant astrometric terms of ``astrometry.py`` to the score."""
     fs: RulesTask | None = rules_task(task)
     if fs is None:
         reason = f"the rules engine has diagnostics for cv, carbon, ss, gm and wd only, not for task {task!r}"
@@ -113,7 +116,10 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
     if ts.score is None:
         return no_verdict(ts.abstain_reason, [])
     measurements = {**measurements, **ts.derived}
-    return verdict_of(ts.score, ts.evidence, ts, ts.cited)
+    terms = evidence_terms(key, evidence)
+    decision = verdict_of(ts.score + sum(t.contribution for t in terms), ts.evidence, ts, ts.cited)
+    decision.justification = with_terms(decision.justification, terms)
+    return decision
 
 
 def _a(name: str) -> str:
