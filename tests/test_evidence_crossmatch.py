@@ -299,3 +299,32 @@ def test_cli_evidence_errors_exit_2(tmp_path):
                                      "--out", str(tmp_path / "cat"), "--evidence", "gaia"])
     assert r.exit_code == 2 and "NAME=CATALOG" in r.output, r.output
     assert not (tmp_path / "cat").exists()
+
+
+def test_make_examples_gaia_and_a_run_from_the_csv_list(tmp_path):
+    """`make demo`'s path: make-examples --gaia, then `spec-vet run --evidence gaia=` on the CSV list (its ra, dec and
+    mjd columns read by the real list reader); every example matches its own source, the fast white dwarf
+    included, and M_G is the one the fixture put there."""
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+    from spec_vetting.fixtures.example_evidence import FAST_PM, KIND_CMD
+    from spec_vetting.fixtures.examples import plan_examples
+
+    ex = tmp_path / "ex"
+    r = CliRunner().invoke(main, ["make-examples", str(ex), "--n", "10", "--seed", "1", "--gaia"])
+    assert r.exit_code == 0, r.output
+    listed = pd.read_csv(ex / "candidates-gaia.csv")
+    assert listed[["ra", "dec", "mjd"]].notna().all().all() and len(listed) == 10
+    r = CliRunner().invoke(main, ["run", "--candidates", str(ex / "candidates-gaia.csv"), "--out", str(tmp_path / "c"),
+                                  "--engine", "rules", "--threads", "--workers", "1", "--no-dashboard",
+                                  "--no-progress", "--evidence", f"gaia={ex / 'gaia'}"])
+    assert r.exit_code == 0, r.output
+    rows = read_verdicts(tmp_path / "c").to_pandas().set_index("candidate_id")
+    kinds = [item["kind"] for item in plan_examples(10, 1)]
+    for (_, entry), kind in zip(listed.iterrows(), kinds, strict=True):
+        row = rows.loc[entry["candidate_id"]]
+        assert row["gaia_n_within"] == 1 and row["gaia_sep_arcsec"] < 0.01
+        if KIND_CMD[kind] is not None:
+            assert row["gaia_abs_g"] == pytest.approx(KIND_CMD[kind][0], abs=1e-6)
+    assert (rows["gaia_pmra"] == FAST_PM[0]).sum() == 1  # the fast one is there, and matched

@@ -255,6 +255,9 @@ def run(job_file, example, fresh, progress, **opts):
       label         YES/NO (also y/n, true/false, t/f, 1/0, any case; empty = unknown), for eval
       ra, dec       degrees, when the file has none
       redrock       DESI redshift file to join (default: redrock-X.fits next to coadd-X.fits)
+      mjd           when the spectrum was taken (also: epoch_mjd), the epoch --evidence moves catalog
+                    sources to (default: the MJD in a LAMOST or SDSS file name)
+      gaia_*        Gaia values already matched (gaia_parallax ...): used as given by --evidence gaia=...
     Folders, globs of FITS files, DESI coadds and SpecVI-Bench parquet files are candidate sources too.
     """
     if example:
