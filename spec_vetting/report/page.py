@@ -39,7 +39,6 @@ import numpy as np
 import pyarrow as pa
 
 from ..catalog.read import RunData
-from ..catalog.schema import GAIA_FIELDS
 from ..catalog.review_schema import (
     DECISIONS,
     REVIEW_CSV_COLUMNS,
@@ -48,6 +47,7 @@ from ..catalog.review_schema import (
     VI_SPECTYPES,
     VI_STANDARD_COMMENTS,
 )
+from ..catalog.schema import GAIA_FIELDS
 from ..catalog.walk import walk_data
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
