@@ -328,3 +328,39 @@ def test_make_examples_gaia_and_a_run_from_the_csv_list(tmp_path):
         if KIND_CMD[kind] is not None:
             assert row["gaia_abs_g"] == pytest.approx(KIND_CMD[kind][0], abs=1e-6)
     assert (rows["gaia_pmra"] == FAST_PM[0]).sum() == 1  # the fast one is there, and matched
+
+
+def test_evidence_prompt_appends_one_sentence_only_when_asked(tmp_path, monkeypatch, gaia_catalog):
+    import asyncio
+
+    from spec_vetting.engines.scripted import ScriptedEngine
+    from spec_vetting.fixtures.synthetic import make_spectrum
+    from spec_vetting.inspect.loop import run_inspection
+    from spec_vetting.inspect.tasks import get_task
+    from spec_vetting.pipeline.shard import with_evidence_sentence
+    from spec_vetting.types import InspectionContext, Sampling
+
+    ev = {"gaia_source_id": 7, "gaia_parallax": 5.0, "gaia_parallax_error": 0.05, "gaia_abs_g": 9.0,
+          "gaia_abs_g_error": 0.0217, "gaia_bp_rp": 2.8, "gaia_pmra": 30.0, "gaia_pmdec": 40.0}
+    task = get_task("gm")
+    asked = with_evidence_sentence(task, ev)
+    sentence = ("Gaia DR3: parallax 5.00 ± 0.05 mas, absolute G magnitude 9.00 ± 0.02, BP-RP 2.80, proper motion "
+                "50.0 mas/yr.")
+    assert asked.prompt == f"{task.prompt} {sentence}" and asked.version == f"{task.version}+evidence1"
+    assert with_evidence_sentence(task, {"gaia_reason": "no ra/dec for the candidate"}) is task
+    engine = ScriptedEngine(replies=["<answer>\\boxed{NO} a dwarf</answer>"])
+    sp = make_spectrum("m_dwarf", seed=1)
+    asyncio.run(run_inspection(InspectionContext("c", "gm", spectrum=sp, evidence=ev), asked, engine,
+                               sampling=Sampling()))
+    user_text = next(m.text for m in engine.calls[0].messages if m.role == "user")
+    assert user_text.endswith(sentence)
+
+    # in a run: off by default (the trained text), on when asked, and the manifest says which
+    catalog, fast = gaia_catalog
+    outcome, rows = _run(tmp_path, monkeypatch, [Cand("exact", 10.0, 5.0)], catalog)
+    assert not rows["exact"]["prompt_version"].endswith("+evidence1")
+    assert read_manifest(tmp_path / "cat", outcome.run_id)["evidence_prompt"] is False
+    _run(tmp_path, monkeypatch, [Cand("exact", 10.0, 5.0)], catalog, evidence_prompt=True, run_id="with-sentence")
+    versions = {r["run_id"]: r["prompt_version"] for r in read_verdicts(tmp_path / "cat").to_pylist()}
+    assert versions["with-sentence"] == versions[outcome.run_id] + "+evidence1"
+    assert read_manifest(tmp_path / "cat", "with-sentence")["evidence_prompt"] is True

@@ -88,6 +88,9 @@ JOB_OPTIONS = [
     _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",
                 help="Cross-match every candidate with a HATS catalog before inspection (e.g. gaia=/data/hats/"
                 "gaia_dr3, 1 arcsec, proper motions applied): the gaia_* columns. Repeatable."),
+    _job_option("evidence_prompt", "--evidence-prompt/--no-evidence-prompt",
+                help="Append one evidence sentence (Gaia parallax, M_G, colour) to each task text, for a checkpoint "
+                "trained with it (off: the trained prompt). Recorded in the manifest."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     _job_option("cluster.scheduler_file", "--scheduler-file", type=click.Path(dir_okay=False),
                 help="Dask scheduler file of a running scheduler (dask scheduler --scheduler-file, dask-jobqueue)."),

@@ -243,6 +243,12 @@ class JobConfig(_Strict):
         "the run's Dask cluster): entries NAME=CATALOG or {name, catalog, radius_arcsec (1.0), columns, epoch}; "
         "gaia fills the gaia_* columns (M_G included) and the rules engine's evidence terms",
     )
+    evidence_prompt: bool = Field(
+        False,
+        description="append one evidence sentence (Gaia parallax, M_G, colour, proper motion) to each task text, for "
+        "a checkpoint trained with it; off by default, as the published weights never saw catalog data; recorded in "
+        "the manifest and in prompt_version (+evidence1)",
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="where shards run")
     max_error_rate: float | None = Field(
         None, ge=0, le=1,

@@ -388,6 +388,7 @@ def run_job(
             "prompts": sorted({(i.task, task_for(i, job.tasks_file, task_cache).version) for i in plan.items}),
             # only with evidence: runs without it keep the digest they had
             **({"evidence": [s.model_dump(mode="json") for s in job.evidence]} if job.evidence else {}),
+            **({"evidence_prompt": True} if job.evidence_prompt else {}),
         }
         images = first_pictures(plan.items, job.specvi_rerender)
         if any(getattr(i.candidate, "image_row", None) is not None for i in plan.items):
@@ -432,6 +433,7 @@ def run_job(
         # where the prompt texts came from: builtin = written by this project, not what the model was trained on
         manifest["prompt_sources"], manifest["prompt_warning"] = sources, warning
         manifest["first_pictures"] = images  # SpecVI-Bench's own full views or drawn ones (initial_image_source)
+        manifest["evidence_prompt"] = job.evidence_prompt  # the task text with the evidence sentence, or as trained
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         verb = "RESUME" if previous else "START"
@@ -610,6 +612,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,
                 store_pictures=job.store_pictures,
+                evidence_prompt=job.evidence_prompt,
             )
             futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
                                          workers=use_workers, allow_other_workers=False))

@@ -56,6 +56,7 @@ class ShardSpec:
     self_consistency_k: int = 1
     specvi_rerender: bool = False  # draw SpecVI-Bench rows' first picture instead of showing their own `images`
     store_pictures: bool = False
+    evidence_prompt: bool = False  # append the candidate's evidence sentence to the task text (off: as trained)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -77,6 +78,19 @@ def task_for(item: WorkItem, tasks_file: str | None, cache: dict):
             task = task.with_prompt(prompt)  # SpecVI-Bench rows carry their exact training prompt
         cache[key] = task
     return cache[key]
+
+
+def with_evidence_sentence(task, evidence: dict | None):
+    """``task`` asked with the candidate's evidence sentence after its text (version ``<version>+evidence1``), or
+    ``task`` itself when the candidate has no Gaia source."""
+    from ..evidence.sentence import SENTENCE_VERSION, evidence_sentence
+    from ..inspect.tasks import Task
+
+    sentence = evidence_sentence(evidence)
+    if sentence is None:
+        return task
+    return Task(key=task.key, class_name=task.class_name, prompt=f"{task.prompt} {sentence}", aliases=task.aliases,
+                source=task.source, version=f"{task.version}+{SENTENCE_VERSION}")
 
 
 def _initial_image(candidate) -> bytes | None:
@@ -174,6 +188,8 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         try:
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
+                if spec.evidence_prompt:
+                    task = with_evidence_sentence(task, getattr(cand, "evidence", None))
                 started = time.time()
                 try:
                     spectrum = await load(cand)
