@@ -81,7 +81,9 @@ def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
 
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             Client(cluster) as client:
-        client.run(lambda: __import__("lsdb"))  # imports are the workers' start-up, not the match
+        # imports and numba's first compilation are the workers' start-up, not the match: one tiny match first
+        client.run(lambda: __import__("lsdb"))
+        match(open_catalog(EvidenceSource(name="gaia", catalog=str(cat))), cands.iloc[:100])
         pids = [os.getpid(), *client.run(os.getpid).values()]
         peak = dict.fromkeys(pids, 0)
         stop = threading.Event()
