@@ -8,6 +8,7 @@ the verdict rows. Any other name needs its ``columns`` listed; its matched value
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -103,3 +104,12 @@ def check_unique(sources: list[EvidenceSource]) -> None:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ValueError(f"evidence name(s) {', '.join(dup)} given twice; one catalog per name")
+
+
+def evidence_number(values: dict[str, Any] | None, key: str) -> float | None:
+    """``values[key]`` as a finite float; None when absent, null, not a number or not finite."""
+    try:
+        x = float((values or {}).get(key))
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None

@@ -28,6 +28,7 @@ from ...evidence.loci import (
     main_sequence_mg,
     white_dwarf_mg,
 )
+from ...evidence.sources import evidence_number
 
 #: a term counts only when its value is beyond the threshold by at least this many standard errors
 N_SIGMA = 3.0
@@ -57,15 +58,6 @@ class EvidenceTerm:
                 f"{self.significance:.0f} sigma: {self.meaning})")
 
 
-def _number(evidence: dict[str, Any], key: str) -> float | None:
-    v = evidence.get(key)
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def _term(key, name, value, error, threshold, meaning, contribution) -> EvidenceTerm | None:
     t = EvidenceTerm(key, name, value, error, threshold, meaning, contribution)
     return t if t.significance >= N_SIGMA else None
@@ -74,11 +66,11 @@ def _term(key, name, value, error, threshold, meaning, contribution) -> Evidence
 def evidence_terms(task: str, evidence: dict[str, Any] | None) -> list[EvidenceTerm]:
     """The significant astrometric terms for ``task`` (empty without Gaia M_G, or for a task without terms)."""
     evidence = evidence or {}
-    mg, err = _number(evidence, "gaia_abs_g"), _number(evidence, "gaia_abs_g_error")
+    mg, err = evidence_number(evidence, "gaia_abs_g"), evidence_number(evidence, "gaia_abs_g_error")
     if mg is None or err is None:
         return []
     err = max(err, 1e-3)
-    c = _number(evidence, "gaia_bp_rp")
+    c = evidence_number(evidence, "gaia_bp_rp")
     terms: list[EvidenceTerm | None] = []
     if task == "gm":
         if mg < GIANT_MG_MAX:
