@@ -48,6 +48,7 @@ class OpenCatalog:
     epoch: float | None
     has_margin: bool
     has_pm: bool
+    margin_arcsec: float | None = None
 
     @property
     def note(self) -> str | None:
@@ -119,7 +120,9 @@ def _open_catalog(source: EvidenceSource) -> OpenCatalog:
     epoch = source.epoch if source.epoch is not None else _epoch_from_properties(info)
     if epoch is None and source.name == "gaia":
         epoch = GAIA_DR3_EPOCH
-    return OpenCatalog(source, cat, ra, dec, epoch, cat.margin is not None, has_pm)
+    margin = getattr(getattr(getattr(cat.margin, "hc_structure", None), "catalog_info", None), "margin_threshold",
+                     None)
+    return OpenCatalog(source, cat, ra, dec, epoch, cat.margin is not None, has_pm, margin)
 
 
 def _reduce_partition(pairs: pd.DataFrame, *, ra_c: str, dec_c: str, ra_x: str, dec_x: str, pm: tuple | None,
@@ -176,6 +179,11 @@ def _match(opened: OpenCatalog, candidates: pd.DataFrame) -> pd.DataFrame:
         dts = np.abs(candidates["jyear"].to_numpy(dtype=np.float64) - epoch)
         span = float(np.nanmax(dts)) if np.isfinite(dts).any() else 0.0
     search = src.radius_arcsec + src.max_pm_mas_yr / 1000.0 * span
+    if opened.margin_arcsec is not None and search > opened.margin_arcsec:
+        log.warning("evidence %s: the search radius %.1f\" (widened for proper motion over %.1f yr) is wider than "
+                    "the catalog's margin %.1f\": a fast-moving source just across a partition border may be missed; "
+                    "lower max_pm_mas_yr or use a catalog with a wider margin", src.name, search, span,
+                    opened.margin_arcsec)
     left = lsdb.from_dataframe(
         candidates[["key", "ra", "dec", "jyear"]], ra_column="ra", dec_column="dec", catalog_name="candidates",
         margin_threshold=None, partition_rows=CANDIDATES_PER_PARTITION, should_generate_moc=False)
