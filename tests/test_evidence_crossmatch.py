@@ -364,3 +364,40 @@ def test_evidence_prompt_appends_one_sentence_only_when_asked(tmp_path, monkeypa
     versions = {r["run_id"]: r["prompt_version"] for r in read_verdicts(tmp_path / "cat").to_pylist()}
     assert versions["with-sentence"] == versions[outcome.run_id] + "+evidence1"
     assert read_manifest(tmp_path / "cat", "with-sentence")["evidence_prompt"] is True
+
+
+def test_matches_across_partition_borders_come_through_the_margin(tmp_path):
+    """Every source of a catalog cut into many partitions, looked for 0.5" away in a random direction: each is found
+    (the ones near a partition border through the margin cache); without the margin some are lost, so the test
+    sees the border at all."""
+    import numpy as np
+
+    from spec_vetting.evidence.crossmatch import match, open_catalog
+    from spec_vetting.evidence.sources import EvidenceSource
+    from spec_vetting.fixtures.hats import gaia_table
+
+    table = gaia_table(6000, seed=4, ra_range=(30.0, 32.0), dec_range=(10.0, 12.0))
+    table[["pmra", "pmdec"]] = 0.0
+    rng = np.random.default_rng(5)
+    angle = rng.uniform(0, 2 * np.pi, len(table))
+    cands = pd.DataFrame({
+        "key": np.arange(len(table)),
+        "ra": table["ra"] + 0.5 / 3600 * np.cos(angle) / np.cos(np.radians(table["dec"])),
+        "dec": table["dec"] + 0.5 / 3600 * np.sin(angle), "jyear": np.nan})
+    found = {}
+    for name, margin in (("with", 10.0), ("without", None)):
+        write_hats(table, tmp_path / name, "gaia", margin_arcsec=margin, partition_rows=300, highest_order=9)
+        opened = open_catalog(EvidenceSource(name="gaia", catalog=str(tmp_path / name)))
+        assert len(opened.catalog.get_healpix_pixels()) > 8  # many partitions, many borders
+        found[name] = match(opened, cands)
+    # the oracle: astropy's nearest neighbour over the whole table, no partitions
+    from astropy import units as u
+    from astropy.coordinates import SkyCoord, match_coordinates_sky
+
+    idx, sep, _ = match_coordinates_sky(SkyCoord(cands["ra"].to_numpy() * u.deg, cands["dec"].to_numpy() * u.deg),
+                                        SkyCoord(table["ra"].to_numpy() * u.deg, table["dec"].to_numpy() * u.deg))
+    with_margin = found["with"].sort_index()
+    assert len(with_margin) == len(table) and (sep.arcsec <= 0.5 + 1e-6).all()
+    assert (with_margin["source_id"].to_numpy() == table["source_id"].to_numpy()[idx]).all()
+    assert np.allclose(with_margin["sep_arcsec"].to_numpy(), sep.arcsec, atol=1e-4)
+    assert len(found["without"]) < len(table)

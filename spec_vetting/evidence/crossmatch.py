@@ -65,6 +65,8 @@ def quiet_lsdb():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
+        # said once by the run, in our words (OpenCatalog.note), not on every partition
+        warnings.filterwarnings("ignore", message="Right catalog does not have a margin cache")
         try:
             from pandas.errors import Pandas4Warning
 
