@@ -401,3 +401,20 @@ def test_matches_across_partition_borders_come_through_the_margin(tmp_path):
     assert (with_margin["source_id"].to_numpy() == table["source_id"].to_numpy()[idx]).all()
     assert np.allclose(with_margin["sep_arcsec"].to_numpy(), sep.arcsec, atol=1e-4)
     assert len(found["without"]) < len(table)
+
+
+def test_gaia_columns_of_the_list_are_used_without_any_catalog(tmp_path, monkeypatch):
+    given = {"gaia_source_id": 99, "gaia_parallax": 20.0, "gaia_parallax_error": 0.2, "gaia_phot_g_mean_mag": 16.0,
+             "gaia_bp_rp": 2.7}
+    monkeypatch.setattr(runner, "load_all_candidates",
+                        lambda sources: [Cand("given", 300.0, 0.0, given_evidence=given), Cand("plain", 1.0, 1.0)])
+    job = job_from_dict({
+        "candidates": ["unused.csv"], "tasks": ["gm"], "out": str(tmp_path / "cat"), "engine": {"name": "rules"},
+        "cluster": {"processes": False, "workers": 1, "dashboard": False}})
+    runner.run_job(job, progress=False, echo=lambda s: None)
+    rows = {r["candidate_id"]: r for r in read_verdicts(tmp_path / "cat").to_pylist()}
+    # M_G = 16 + 5 log10(20 / 100); error (5 / ln 10) * 0.2 / 20
+    assert rows["given"]["gaia_abs_g"] == pytest.approx(16.0 + 5 * math.log10(0.2))
+    assert rows["given"]["gaia_abs_g_error"] == pytest.approx(5 / math.log(10) * 0.01)
+    assert rows["given"]["gaia_source_id"] == 99 and rows["plain"]["gaia_source_id"] is None
+    assert rows["plain"]["gaia_reason"] is None  # no evidence asked, none given: the columns stay null

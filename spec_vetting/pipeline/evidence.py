@@ -109,6 +109,22 @@ def _given(source: EvidenceSource, cand) -> dict[str, Any] | None:
     return out
 
 
+#: the source that stands for Gaia columns a candidate list carries when the run names no gaia catalog
+GIVEN_GAIA = EvidenceSource(name="gaia", catalog="(given in the candidate list)")
+
+
+def attach_given(candidates: list) -> int:
+    """Without ``--evidence gaia=``, the Gaia columns a candidate list carries still reach the rows (and the rules
+    engine), M_G derived from them; returns how many candidates had some."""
+    n = 0
+    for cand in {id(c): c for c in candidates}.values():
+        given = _given(GIVEN_GAIA, cand)
+        if given is not None:
+            cand.evidence = {**(getattr(cand, "evidence", None) or {}), **given}
+            n += 1
+    return n
+
+
 def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidates: list) -> dict[str, Any]:
     """Fill ``candidate.evidence`` of every candidate (each once) from the cache or a cross-match on the current
     Dask client; returns per-source counts for the manifest."""

@@ -28,7 +28,7 @@ from ..errors import ConfigError, RunFailedError, SpecVettingError
 from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
-from .evidence import attach_evidence, open_sources
+from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
@@ -576,6 +576,9 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
             echo(f"Dask dashboard: {client.dashboard_link}")
         if opened:
             _run_evidence(store, opened, pending, echo, runlog, manifest)
+        if not any(oc.source.name == "gaia" for oc in opened):  # a list's own Gaia columns, used as given
+            if n_given := attach_given([i.candidate for s in pending for i in s.items]):
+                echo(f"evidence: {n_given} candidate(s) carry Gaia columns in the list, used as given")
         # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
         # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
         # there are never more engines than the cap (dask_client), so each gets at least one slot
