@@ -6,7 +6,8 @@ log-probabilities or self-consistency, computed by the inspection loop) with the
 error ECE = sum over bins of (n_bin / n) * |fraction YES - mean p_yes|.
 
 The review queue holds verdicts a screener should not be trusted on alone: ERROR, UNDECIDED, a verdict recovered
-from a broken answer format, a p_yes inside the uncertainty band, and a p_yes that contradicts the verdict.
+from a broken answer format, a p_yes inside the uncertainty band, a p_yes that contradicts the verdict, and a
+verdict that contradicts significant Gaia astrometry (``evidence_disagrees``, second in urgency after ERROR).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ DEFAULT_BINS = 10
 DEFAULT_REVIEW_THRESHOLD = 0.8
 
 #: queue order: the most urgent reason first
-REVIEW_REASONS = ("error", "undecided", "verdict_outside_answer", "recovered_format", "contradicting_p_yes",
-                  "uncertain_p_yes")
+REVIEW_REASONS = ("error", "evidence_disagrees", "undecided", "verdict_outside_answer", "recovered_format",
+                  "contradicting_p_yes", "uncertain_p_yes")
 
 
 @dataclass
@@ -106,10 +107,11 @@ def _sum_in_order(a, b=None, *, chunk: int = 1 << 16) -> float:
 
 #: the order of a row's reasons in its list (and in the review-queue CSV); REVIEW_REASONS orders the queue
 _LISTED_ORDER = ("error", "undecided", "recovered_format", "verdict_outside_answer", "contradicting_p_yes",
-                 "uncertain_p_yes")
+                 "uncertain_p_yes", "evidence_disagrees")
 
 #: the verdict-row columns the review reasons read
-REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes")
+REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes", "task", "gaia_abs_g", "gaia_parallax",
+                  "gaia_parallax_error", "gaia_bp_rp")
 
 #: ``review_urgency`` of a row that needs no review
 NOT_QUEUED = len(REVIEW_REASONS)
@@ -163,7 +165,30 @@ def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
                                                 value_set=pa.array(["YES", "NO"]))),
         "contradicting_p_yes": pc.and_(decided_usable, contradicting),
         "uncertain_p_yes": pc.and_(decided_usable, true(pc.less(confidence, threshold))),
+        "evidence_disagrees": _evidence_disagrees(column),
     }
+
+
+def _evidence_disagrees(column):
+    """Where the verdict contradicts significant Gaia astrometry (:func:`spec_vetting.evidence.loci.disagreement`:
+    gm YES at M_G > 5, wd YES far above the white-dwarf sequence or NO on it, cv YES above the main sequence; only
+    at parallax/error > 10)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .evidence.loci import disagreement
+
+    def numbers(name):
+        return pc.fill_null(column(name, pa.float64()), float("nan")).to_numpy(zero_copy_only=False)
+
+    mg = numbers("gaia_abs_g")
+    if not np.isfinite(mg).any():  # no evidence in these rows: nothing to compare
+        return pa.array(np.zeros(len(mg), dtype=bool))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        poe = numbers("gaia_parallax") / numbers("gaia_parallax_error")
+    texts = [column(n, pa.string()).to_numpy(zero_copy_only=False) for n in ("task", "verdict")]
+    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp")))
 
 
 def review_urgency(table, flags: dict):
@@ -202,10 +227,15 @@ def review_table(rows: list[dict]):
 
     # NaN, inf and out-of-range p_yes stay as they are: the flags leave them out
     p = [None if row.get("p_yes") is None else float(row["p_yes"]) for row in rows]
+    def numbers(name):
+        return pa.array([None if row.get(name) is None else float(row[name]) for row in rows], pa.float64())
+
     return pa.table({"verdict": pa.array(values("verdict"), pa.string()),
                      "status": pa.array(values("status"), pa.string()),
                      "recovered_verdict": pa.array(values("recovered_verdict"), pa.string()),
-                     "p_yes": pa.array(p, pa.float64())})
+                     "p_yes": pa.array(p, pa.float64()),
+                     "task": pa.array(values("task"), pa.string()),
+                     **{n: numbers(n) for n in ("gaia_abs_g", "gaia_parallax", "gaia_parallax_error", "gaia_bp_rp")}})
 
 
 def review_reasons(row: dict, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> list[str]:

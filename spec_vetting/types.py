@@ -162,7 +162,7 @@ class InspectionContext:
     """What an engine may know about the inspection besides the conversation.
 
     Model engines use only ``candidate_id`` (routing, request ids). The rules engine also reads the spectrum's
-    arrays and the survey redshift, never its class labels.
+    arrays, the survey redshift and the evidence, never the survey's class labels.
     """
 
     candidate_id: str
@@ -175,6 +175,9 @@ class InspectionContext:
     #: where a given first picture comes from, recorded as the result's initial_image_source (e.g. "specvi")
     initial_image_source: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the candidate's evidence beyond the spectrum (``gaia_abs_g``, ``gaia_abs_g_error``, ``gaia_bp_rp`` ...;
+    #: empty without evidence). The rules engine weighs it; model engines leave it out of the trained prompt
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

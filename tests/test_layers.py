@@ -22,8 +22,8 @@ RANKS: dict[str, int] = {
     "engine_interface": 1, "yaml_file": 1, "labels": 1, "answers": 1,
     # spectra
     "spectrum": 2, "io": 3,
-    # rendering
-    "render": 4,
+    # rendering; evidence beyond the spectrum (cross-matches, M_G): peers above the spectra, below the engines
+    "render": 4, "evidence": 4,
     # synthetic survey files for examples and tests, beside the readers
     "fixtures": 5,
     # inspection and engines: peers on the vocabulary

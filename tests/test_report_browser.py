@@ -237,3 +237,33 @@ def test_exported_decisions_import_back_as_labels(spectrum_page, tmp_path):
     labels, n = labels_for(spectrum_page["root"])
     expected = {(row["candidate_id"], "cv"): row["label"] for row in rows if row["label"]}
     assert labels == expected and n == len(expected) >= 1
+
+
+# ------------------------------------------------------------------------------- evidence beyond the spectrum
+
+
+def _gaia(abs_g, bp_rp, plx=20.0, plx_err=0.1):
+    return {"gaia_source_id": 4_295_806_720_000_000_001, "gaia_parallax": plx, "gaia_parallax_error": plx_err,
+            "gaia_phot_g_mean_mag": abs_g + 3.5, "gaia_bp_rp": bp_rp, "gaia_abs_g": abs_g,
+            "gaia_abs_g_error": 0.011, "gaia_sep_arcsec": 0.05, "gaia_n_within": 1}
+
+
+def test_evidence_numbers_and_the_colour_magnitude_diagram(tmp_path):
+    # a dwarf's M_G under a YES for gm: evidence_disagrees; two more matched candidates and one without Gaia
+    ids = [("dwarf", "gm", "YES", _gaia(9.0, 2.8)), ("giant", "gm", "YES", _gaia(0.3, 2.4)),
+           ("wd1", "wd", "YES", _gaia(11.5, 0.1)), ("none", "wd", "NO", {"gaia_reason": "no ra/dec for the candidate"})]
+    v = [verdict_row(c, t, ver, label="YES", p_yes=0.9, **ev) for c, t, ver, ev in ids]
+    root = write_catalog(tmp_path / "cat", v, [r for c, t, ver, _ in ids for r in turn_rows(c, t, ver)])
+    page = write_page(read_run(root), tmp_path / "out")
+    order = ["none", "wd1", "dwarf", "giant"]  # the page lists by task, then id: gm before wd
+    order = sorted(order, key=lambda c: ({"dwarf": "gm", "giant": "gm"}.get(c, "wd"), c))
+    text = dump_dom(page, tmp_path / "profile", fragment=f"#show={order.index('dwarf')}")
+    detail = text[text.index('<div id="detail">'):]
+    assert 'data-candidate="dwarf"' in detail[:200]
+    assert "evidence beyond the spectrum" in detail and "4295806720000000001" in detail  # source_id exact
+    svg = re.search(r'<svg[^>]*class="cmd".*?</svg>', detail, re.S).group(0)
+    assert "<title>colour-magnitude diagram</title>" in svg
+    assert 'data-locus="main sequence"' in svg and 'data-locus="white dwarfs"' in svg
+    assert 'data-others="2"' in svg and svg.count('class="other"') == 2  # giant and wd1; "none" has no place
+    assert svg.count('class="this-candidate"') == 1
+    assert "in review queue: evidence_disagrees" in detail

@@ -60,7 +60,9 @@ def test_code_is_inlined_and_pinned_by_csp_hashes(tmp_path):
     for sink in (".innerHTML", ".outerHTML", "insertAdjacentHTML", "document.write"):
         assert sink not in js  # untrusted text only goes in through textContent
     assert "textContent" in js
-    assert "http://" not in page and "https://" not in page  # nothing fetched from anywhere
+    # nothing fetched from anywhere (the SVG namespace of the colour-magnitude diagram is a name, never fetched)
+    page = page.replace("'http://www.w3.org/2000/svg'", "")
+    assert "http://" not in page and "https://" not in page
 
 
 def test_records_carry_ids_trajectory_and_deduplicated_images(tmp_path):
@@ -330,3 +332,25 @@ def test_review_import_refuses_rows_the_run_does_not_have(tmp_path):
         res = CliRunner().invoke(main, ["review", "import", str(root), str(f)])
         assert res.exit_code == 2 and says in res.output and "nothing imported" in res.output, res.output
     assert not reviewed_labels_path(root).exists()
+
+
+def test_evidence_reaches_the_page_and_the_list_filters_on_it(tmp_path):
+    from spec_vetting.report.page import selection_from_catalog
+
+    gaia = {"gaia_abs_g": 9.0, "gaia_abs_g_error": 0.01, "gaia_bp_rp": 2.8, "gaia_parallax": 20.0,
+            "gaia_parallax_error": 0.1, "gaia_source_id": 12345678901234567}
+    v = [verdict_row("dwarf", "gm", "YES", p_yes=0.9, **gaia), verdict_row("plain", "gm", "YES", p_yes=0.9)]
+    root = write_catalog(tmp_path / "cat", v, [r for c in ("dwarf", "plain") for r in turn_rows(c, "gm", "YES")])
+    page = build_page(read_run(root))
+    data = json.loads(re.search(r'<script type="application/json" id="review-data">(.*?)</script>', page,
+                                re.S).group(1))
+    index = {r["candidate_id"]: r for r in data["index"]}
+    assert index["dwarf"]["cmd"] == [2.8, 9.0] and "cmd" not in index["plain"]
+    assert index["dwarf"]["review_reasons"] == ["evidence_disagrees"] and index["plain"]["review_reasons"] == []
+    dwarf = next(c for c in data["candidates"] if c["candidate_id"] == "dwarf")
+    assert dwarf["evidence"]["gaia_source_id"] == "12345678901234567" and dwarf["evidence"]["gaia_abs_g"] == 9.0
+    assert data["cmd_loci"]["white dwarfs"][:2] == [11.3, 3.4] and data["cmd_loci"]["main sequence"][:2] == [2.07, 3.17]
+    assert 'value="evidence">evidence disagrees<' in page and "colour-magnitude diagram" in page
+    # the streamed selection (bigger runs) carries the places too
+    sel = selection_from_catalog(root)
+    assert {r["candidate_id"]: r.get("cmd") for r in sel.index} == {"dwarf": [2.8, 9.0], "plain": None}

@@ -17,7 +17,7 @@ from test_eval_support import verdict_row, write_catalog
 from spec_vetting import review_queue as rq
 from spec_vetting.catalog.sorted_stream import sorted_batches
 from spec_vetting.cli import main
-from spec_vetting.confidence import REVIEW_REASONS, reason_lists, review_flags, review_table
+from spec_vetting.confidence import REVIEW_REASONS, reason_lists, review_flags, review_queue, review_table
 
 P_VALUES = [None, float("nan"), float("inf"), -0.1, 1.2, 0.0, 1.0, 0.5, 0.2, 0.8]
 
@@ -176,3 +176,49 @@ def _candidates(html: str) -> list[dict]:
 
     m = re.search(r'<script type="application/json" id="review-data">(.*?)</script>', html, re.S)
     return json.loads(m.group(1))["candidates"]
+
+
+def _evidence_rule(row: dict) -> bool:
+    """evidence_disagrees as the README states it, with the loci's lines written out (the oracle): at
+    parallax/error > 10, gm YES with M_G > 5; wd YES more than 3 mag brighter than M_G = 11.3 + 3.4 (BP-RP), or wd
+    NO within 1 mag of it; cv YES more than 2 mag brighter than M_G = 2.07 + 3.17 (BP-RP)."""
+    mg, plx, err, c = (row.get(k) for k in ("gaia_abs_g", "gaia_parallax", "gaia_parallax_error", "gaia_bp_rp"))
+    if mg is None or plx is None or not err or plx / err <= 10:
+        return False
+    task, v = row["task"], row["verdict"]
+    if task == "gm":
+        return v == "YES" and mg > 5
+    if c is None:
+        return False
+    if task == "wd":
+        wd = 11.3 + 3.4 * c
+        return (v == "YES" and wd - mg > 3) or (v == "NO" and abs(mg - wd) < 1)
+    return task == "cv" and v == "YES" and (2.07 + 3.17 * c) - mg > 2
+
+
+def test_evidence_disagrees_follows_the_stated_rule_and_ranks_after_errors():
+    rng = random.Random(11)
+    rows = []
+    for i in range(2000):
+        rows.append({
+            "candidate_id": f"e{i:05d}", "task": rng.choice(["gm", "wd", "cv", "carbon"]),
+            "verdict": rng.choice(["YES", "NO", "UNDECIDED"]), "status": "well_formed", "recovered_verdict": None,
+            "p_yes": rng.choice([0.05, 0.95]),
+            "gaia_abs_g": rng.choice([None, rng.uniform(-2, 16)]),
+            "gaia_parallax": rng.uniform(0.5, 20), "gaia_parallax_error": rng.choice([0.5, 1.0, 2.0]),
+            "gaia_bp_rp": rng.choice([None, rng.uniform(-0.4, 3.0)]),
+        })
+    flags = review_flags(review_table(rows))
+    got = flags["evidence_disagrees"].to_pylist()
+    assert got == [_evidence_rule(r) for r in rows]
+    assert 20 < sum(got) < 1000  # the fixture exercises both sides
+    assert REVIEW_REASONS.index("evidence_disagrees") == 1
+    # an M giant called YES whose parallax says dwarf: queued even at p_yes 0.99, after ERROR rows only
+    queued = review_queue([
+        {"candidate_id": "dwarf", "task": "gm", "verdict": "YES", "p_yes": 0.99, "gaia_abs_g": 9.0,
+         "gaia_parallax": 20.0, "gaia_parallax_error": 0.1, "gaia_bp_rp": 2.8},
+        {"candidate_id": "unsure", "task": "gm", "verdict": "YES", "p_yes": 0.6},
+        {"candidate_id": "broken", "task": "gm", "verdict": "ERROR"},
+    ])
+    assert [r["candidate_id"] for r in queued] == ["broken", "dwarf", "unsure"]
+    assert queued[1]["review_reasons"] == ["evidence_disagrees"]

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from ..types import InspectionResult
 from .healpix import healpix_or_none
-from .schema import table_schema
+from .schema import GAIA_FIELDS, table_schema
 
 
 def _int_or_none(v: Any) -> int | None:
@@ -116,7 +116,27 @@ def verdict_row(
         "value_notes": None,
     }
     row.update(survey_columns(spectrum, candidate))
+    row.update(evidence_columns(getattr(candidate, "evidence", None)))
     return row
+
+
+def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:
+    """The gaia_* columns from a candidate's evidence values (null when absent) and every other evidence value in
+    ``evidence_extra`` (JSON)."""
+    evidence = evidence or {}
+    out: dict[str, Any] = {}
+    for f in GAIA_FIELDS:
+        v = evidence.get(f.name)
+        if pa.types.is_integer(f.type):
+            v = _int_or_none(v)
+        elif pa.types.is_floating(f.type):
+            v = _float_or_none(v)
+        else:
+            v = _text_or_none(v)
+        out[f.name] = v
+    other = {k: v for k, v in evidence.items() if k not in out}
+    out["evidence_extra"] = json.dumps(other, sort_keys=True, default=str) if other else None
+    return out
 
 
 def _tool_call_json(call) -> str | None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
-SCHEMA_VERSION = "2.2"
+SCHEMA_VERSION = "2.3"
 
 RUNS_DIR = "_runs"
 LATEST_FILE = "LATEST"
@@ -70,6 +70,29 @@ def _schema(table: str, fields: list[pa.Field], description: str) -> pa.Schema:
         },
     )
 
+
+#: the Gaia evidence columns (``spec-vet run --evidence gaia=CATALOG``), null when the run had no Gaia evidence
+GAIA_FIELDS = [
+    _f("gaia_source_id", pa.int64(), "Gaia DR3 source_id of the nearest source within the radius at the spectrum's "
+       "epoch"),
+    _f("gaia_parallax", pa.float64(), "Gaia parallax", unit="mas"),
+    _f("gaia_parallax_error", pa.float64(), "Gaia parallax standard error", unit="mas"),
+    _f("gaia_pmra", pa.float64(), "Gaia proper motion in right ascension, times cos(dec)", unit="mas/yr"),
+    _f("gaia_pmdec", pa.float64(), "Gaia proper motion in declination", unit="mas/yr"),
+    _f("gaia_phot_g_mean_mag", pa.float64(), "Gaia G mean magnitude (Vega)", unit="mag"),
+    _f("gaia_bp_rp", pa.float64(), "Gaia BP - RP colour", unit="mag"),
+    _f("gaia_ruwe", pa.float64(), "Gaia renormalised unit weight error (above 1.4: a doubtful astrometric solution)"),
+    _f("gaia_sep_arcsec", pa.float64(), "Separation from the candidate after moving the source to the spectrum's "
+       "epoch with its proper motion", unit="arcsec"),
+    _f("gaia_n_within", pa.int32(), "Gaia sources within the match radius at the spectrum's epoch (the nearest "
+       "is the one given); 0 when none; null when no match was tried"),
+    _f("gaia_abs_g", pa.float64(), "Absolute G magnitude M_G = G + 5 log10(parallax / 100 mas), no extinction "
+       "correction; null unless parallax / parallax_error >= 5 (gaia_reason says why)", unit="mag"),
+    _f("gaia_abs_g_error", pa.float64(), "Error of gaia_abs_g from the parallax: (5 / ln 10) parallax_error / "
+       "parallax", unit="mag"),
+    _f("gaia_reason", pa.string(), "Why Gaia values are null: no ra/dec, no source within the radius, the "
+       "parallax not significant or not positive (no M_G); null when everything is given"),
+]
 
 #: columns written in every file; the partition columns (run_date, task) are added by the hive folders
 VERDICTS_SCHEMA = _schema(
@@ -131,6 +154,9 @@ VERDICTS_SCHEMA = _schema(
         _f("shard_id", pa.string(), "Pipeline shard that produced the row"),
         _f("value_notes", pa.string(), "Values made safe before writing (text cut to its cap, invalid UTF-8 replaced, "
            "an integer out of range dropped); null when none"),
+        *GAIA_FIELDS,
+        _f("evidence_extra", pa.string(), "JSON object of the other evidence catalogs' matched values, keyed "
+           "NAME_<column> (NAME_sep_arcsec, NAME_n_within, NAME_reason included); null without such evidence"),
     ],
     "One row per (candidate, task, run): the verdict and everything needed to trace it.",
 )

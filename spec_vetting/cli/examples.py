@@ -14,7 +14,9 @@ from ..fixtures.examples import MARKER, remove_previous_examples, write_examples
 @click.argument("out_dir", metavar="DIR", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--n", "n", type=click.IntRange(1, 10_000), default=40, show_default=True, help="Number of spectra.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed writes the same files.")
-def make_examples(out_dir: Path, n: int, seed: int) -> None:
+@click.option("--gaia", is_flag=True, help="Also write a small synthetic Gaia HATS catalog (DIR/gaia/) and "
+              "DIR/candidates-gaia.csv (with ra, dec, mjd) for `spec-vet run --evidence gaia=DIR/gaia`.")
+def make_examples(out_dir: Path, n: int, seed: int, gaia: bool) -> None:
     """Write N labelled synthetic survey files (all layouts, 5 tasks) and DIR/candidates.csv.
 
     Rerunning on the same DIR replaces the set written before (the files listed in DIR/.spec-vet-examples.json);
@@ -24,6 +26,8 @@ def make_examples(out_dir: Path, n: int, seed: int) -> None:
     Examples:
       spec-vet make-examples ex/ --n 40 --seed 1
       spec-vet run --candidates ex/candidates.csv --task cv --out catalog/
+      spec-vet make-examples ex/ --gaia
+      spec-vet run --candidates ex/candidates-gaia.csv --task wd --evidence gaia=ex/gaia --out catalog/
     """
     if (out_dir / MARKER).is_file():
         remove_previous_examples(out_dir)
@@ -40,6 +44,11 @@ def make_examples(out_dir: Path, n: int, seed: int) -> None:
         raise click.ClickException(
             f"cannot write the examples under {out_dir}: {exc.strerror or exc} ({exc.filename or out_dir})"
         ) from None
+    if gaia:
+        from ..fixtures.example_evidence import GAIA_DIR, LIST_NAME, write_example_evidence
+
+        write_example_evidence(out_dir, rows, n, seed)
+        click.echo(f"Gaia evidence: catalog {out_dir / GAIA_DIR} (HATS), list {out_dir / LIST_NAME}", file=sys.stdout)
     n_files = len({r["path"] for r in rows})
     yes = sum(r["label"] == "YES" for r in rows)
     click.echo(

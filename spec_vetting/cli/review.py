@@ -28,7 +28,8 @@ def _one_line(text) -> str:
               help="queue a YES/NO verdict whose confidence max(p_yes, 1 - p_yes) is below this")
 @run_option()
 def review_queue(root, threshold, run_id):
-    """List ERROR, UNDECIDED, recovered-format, contradicting and uncertain verdicts as CSV on stdout.
+    """List ERROR, UNDECIDED, recovered-format, contradicting and uncertain verdicts, and verdicts that contradict
+    significant Gaia astrometry (evidence_disagrees, right after ERROR), as CSV on stdout.
 
     Columns: candidate_id, task, verdict, p_yes, status, review_reasons, reason (why UNDECIDED), error_kind and
     error_message (ERROR rows), path, target.

@@ -90,6 +90,12 @@ JOB_OPTIONS = [
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
     _job_option("store_pictures", "--store-pictures/--no-store-pictures",
                 help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
+    _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",
+                help="Cross-match every candidate with a HATS catalog before inspection (e.g. gaia=/data/hats/"
+                "gaia_dr3, 1 arcsec, proper motions applied): the gaia_* columns. Repeatable."),
+    _job_option("evidence_prompt", "--evidence-prompt/--no-evidence-prompt",
+                help="Append one evidence sentence (Gaia parallax, M_G, colour) to each task text, for a checkpoint "
+                "trained with it (off: the trained prompt). Recorded in the manifest."),
     _job_option("cluster.scheduler_address", "--scheduler", help="Address of a running Dask scheduler (tcp://host:8786)."),
     _job_option("cluster.scheduler_file", "--scheduler-file", type=click.Path(dir_okay=False),
                 help="Dask scheduler file of a running scheduler (dask scheduler --scheduler-file, dask-jobqueue)."),
@@ -259,6 +265,9 @@ def run(job_file, example, fresh, progress, **opts):
       label         YES/NO (also y/n, true/false, t/f, 1/0, any case; empty = unknown), for eval
       ra, dec       degrees, when the file has none
       redrock       DESI redshift file to join (default: redrock-X.fits next to coadd-X.fits)
+      mjd           when the spectrum was taken (also: epoch_mjd), the epoch --evidence moves catalog
+                    sources to (default: the MJD in a LAMOST or SDSS file name)
+      gaia_*        Gaia values already matched (gaia_parallax ...): used as given by --evidence gaia=...
     Folders, globs of FITS files, DESI coadds and SpecVI-Bench parquet files are candidate sources too.
     """
     if example:

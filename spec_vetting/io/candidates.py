@@ -62,7 +62,10 @@ COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
     "ra": ("ra",),
     "dec": ("dec",),
     "redrock": ("redrock",),
+    "mjd": ("mjd", "epoch_mjd"),
 }
+#: columns a list may carry already cross-matched (``gaia_parallax`` ...): kept as given, no match is made for them
+GIVEN_EVIDENCE_PREFIXES = ("gaia_",)
 class InlineSpectrum(BaseModel):
     """A spectrum carried in the list itself (SpecVI-Bench rows): observed-frame wavelength (Å) and flux."""
 
@@ -93,6 +96,12 @@ class Candidate(BaseModel):
     #: saw in training; read only when the inspection runs (:meth:`load_initial_image`)
     image_row: int | None = None
     redrock: str | None = None
+    #: when the spectrum was taken (MJD), for moving catalog sources to its epoch; from the list's mjd column
+    mjd: float | None = None
+    #: evidence columns the list already carries (``gaia_parallax`` ...), as given
+    given_evidence: dict[str, Any] = {}
+    #: evidence values of this run's cross-matches (``gaia_*``, ``NAME_*``), filled before inspection
+    evidence: dict[str, Any] = {}
     source: str | None = None
 
     def load_initial_image(self) -> bytes | None:
@@ -225,6 +234,36 @@ def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int)
     return x
 
 
+def _as_number(value: Any, name: str, path: Path, row: int) -> float | None:
+    if _blank(value):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise CandidateListError(path, f"{name} {value!r} is not a number", row=row) from None
+    return x if math.isfinite(x) else None
+
+
+def _given_evidence(names: list[str], r: dict, path: Path, row: int) -> dict[str, Any]:
+    """The row's evidence columns (``gaia_*``) by lower-case name; empty cells as None, numbers as numbers."""
+    out: dict[str, Any] = {}
+    for n in names:
+        key = n.lower().strip()
+        if not key.startswith(GIVEN_EVIDENCE_PREFIXES):
+            continue
+        v = r.get(n)
+        if _blank(v):
+            out[key] = None
+        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
+            out[key] = v.item() if hasattr(v, "item") else v
+        else:
+            try:
+                out[key] = int(v) if key.endswith(("source_id", "n_within")) else float(v)
+            except (TypeError, ValueError):
+                out[key] = str(v)
+    return out
+
+
 def _resolve(path_text: str, base: Path) -> str:
     """An absolute path: the catalog records it, and exports and reviews re-read spectra from other folders."""
     p = Path(os.path.expanduser(path_text))
@@ -316,6 +355,8 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
                 ra=_as_angle(r.get(cols["ra"]), "ra", 0.0, 360.0, path, i) if "ra" in cols else None,
                 dec=_as_angle(r.get(cols["dec"]), "dec", -90.0, 90.0, path, i) if "dec" in cols else None,
                 redrock=_resolve(redrock, base) if redrock else None,
+                mjd=_as_number(r.get(cols["mjd"]), "mjd", path, i) if "mjd" in cols else None,
+                given_evidence=_given_evidence(names, r, path, i),
                 source=f"{path} ({kind} row {i})",
             )
         )

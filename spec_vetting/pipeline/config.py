@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..engines import ENGINES, default_engine, engine_in_flight_slots, engine_options
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError
+from ..evidence.sources import EvidenceSource, check_unique
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
 from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import EngineSettings, Sampling
@@ -246,6 +247,18 @@ class JobConfig(_Strict):
         description="also store the PNG bytes of every picture (once per distinct picture, in ROOT/pictures/); by "
         "default pictures are kept by reference (sha256, window, renderer version, title) and re-rendered on demand",
     )
+    evidence: list[EvidenceSource] = Field(
+        default_factory=list,
+        description="external HATS catalogs to cross-match every candidate with before inspection (through lsdb, on "
+        "the run's Dask cluster): entries NAME=CATALOG or {name, catalog, radius_arcsec (1.0), columns, epoch}; "
+        "gaia fills the gaia_* columns (M_G included) and the rules engine's evidence terms",
+    )
+    evidence_prompt: bool = Field(
+        False,
+        description="append one evidence sentence (Gaia parallax, M_G, colour, proper motion) to each task text, for "
+        "a checkpoint trained with it; off by default, as the published weights never saw catalog data; recorded in "
+        "the manifest and in prompt_version (+evidence1)",
+    )
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="where shards run")
     max_error_rate: float | None = Field(
         None, ge=0, le=1,
@@ -283,6 +296,12 @@ class JobConfig(_Strict):
     def _run_id_ok(cls, v: str | None) -> str | None:
         if v is not None and (not v or any(c in v for c in "/\\ =") or v.startswith((".", "_"))):
             raise ValueError("run_id must be a word without '/', '\\', '=', spaces, not starting with '.' or '_'")
+        return v
+
+    @field_validator("evidence")
+    @classmethod
+    def _evidence_unique(cls, v: list[EvidenceSource]) -> list[EvidenceSource]:
+        check_unique(v)
         return v
 
     @field_validator("tasks")
@@ -364,9 +383,21 @@ def _resolve_paths(data: dict, base: Path) -> dict:
     for key in ("out", "tasks_file"):
         if key in data:
             data[key] = fix(data[key])
+    if isinstance(data.get("evidence"), list):
+        data["evidence"] = [_fix_catalog(e, fix) for e in data["evidence"]]
     if isinstance(data.get("cluster"), dict) and data["cluster"].get("scheduler_file"):
         data["cluster"] = {**data["cluster"], "scheduler_file": fix(data["cluster"]["scheduler_file"])}
     return data
+
+
+def _fix_catalog(entry: Any, fix) -> Any:
+    """An evidence entry (NAME=CATALOG or a mapping) with its catalog path resolved like the other paths."""
+    if isinstance(entry, str) and "=" in entry:
+        name, _, catalog = entry.partition("=")
+        return f"{name}={fix(catalog.strip())}"
+    if isinstance(entry, dict) and isinstance(entry.get("catalog"), str):
+        return {**entry, "catalog": fix(entry["catalog"])}
+    return entry
 
 
 def job_from_dict(data: dict, where: str = "job") -> JobConfig:

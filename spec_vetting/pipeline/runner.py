@@ -29,6 +29,7 @@ from ..errors import ConfigError, RunFailedError, SpecVettingError
 from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
+from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
@@ -394,6 +395,8 @@ def run_job(
         return RunOutcome("", (job.run_date or dt.date.today()).isoformat(), str(root), "nothing_to_do", False,
                           {"n_verdicts": 0, "reason": why})
 
+    # every evidence catalog opened and checked before anything is started (a bad one: ConfigError, exit 2)
+    opened = open_sources(job.evidence)
     name = job.engine.resolved_name
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -422,6 +425,9 @@ def run_job(
             "shard_size": shard_size,
             "incremental": job.incremental,
             "prompts": sorted({(i.task, task_for(i, job.tasks_file, task_cache).version) for i in plan.items}),
+            # only with evidence: runs without it keep the digest they had
+            **({"evidence": [s.model_dump(mode="json") for s in job.evidence]} if job.evidence else {}),
+            **({"evidence_prompt": True} if job.evidence_prompt else {}),
         }
         images = first_pictures(plan.items, job.specvi_rerender)
         if any(getattr(i.candidate, "image_row", None) is not None for i in plan.items):
@@ -466,6 +472,7 @@ def run_job(
         # where the prompt texts came from: builtin = written by this project, not what the model was trained on
         manifest["prompt_sources"], manifest["prompt_warning"] = sources, warning
         manifest["first_pictures"] = images  # SpecVI-Bench's own full views or drawn ones (initial_image_source)
+        manifest["evidence_prompt"] = job.evidence_prompt  # the task text with the evidence sentence, or as trained
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         verb = "RESUME" if previous else "START"
@@ -484,7 +491,8 @@ def run_job(
         _warn_damaged(root, echo, runlog)
         attempt = _Attempt(store, manifest, runlog, shards)
         failures = attempt.run_shards(
-            lambda: _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog))
+            lambda: _execute(job, store, identity, pending, len(items), n_done_items, progress, echo, runlog,
+                             opened, manifest))
 
         markers = store.done_markers()
         shard_ids = {s.shard_id for s in shards}
@@ -634,8 +642,28 @@ def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, sh
         log.debug("could not record the interruption", exc_info=True)
 
 
-def _execute(job, store: RunStore, identity, pending, total_items, done_items, progress, echo, runlog) -> list[str]:
-    """Submit the pending shards, follow them; returns failure messages (empty = all done)."""
+def _run_evidence(store: RunStore, opened, pending, echo, runlog, manifest: dict | None) -> None:
+    """The evidence step (:mod:`.evidence`) on the current Dask client; its counts go into the manifest."""
+    for oc in opened:
+        if oc.note:
+            echo(f"note: {oc.note}")
+    summary = attach_evidence(store.root, store.run_id, opened, [i.candidate for s in pending for i in s.items])
+    for name, counts in summary.items():
+        line = (f"evidence {name}: {counts['with_source']} candidate(s) with a source within "
+                f"{counts['radius_arcsec']:g} arcsec ({counts['matched_now']} matched now, {counts['cached']} "
+                f"from the cache, {counts['given']} given in the list, {counts['no_position']} without ra/dec) in "
+                f"{counts['wall_s']} s")
+        echo(line)
+        runlog.write("INFO", line)
+    if manifest is not None:
+        manifest.setdefault("evidence", {}).update(summary)
+        write_json_atomic(store.manifest_path, manifest)
+
+
+def _execute(job, store: RunStore, identity, pending, total_items, done_items, progress, echo, runlog,
+             opened=(), manifest: dict | None = None) -> list[str]:
+    """Cross-match the pending shards' candidates with the evidence catalogs (``opened``) on the run's cluster,
+    then submit the shards and follow them; returns failure messages (empty = all done)."""
     if not pending:
         return []
     from distributed import as_completed
@@ -653,6 +681,11 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         link = client.dashboard_link if job.cluster.dashboard is not False else None
         if job.cluster.dashboard and link:  # asked for with --dashboard: a line that stays
             echo(f"Dask dashboard: {link}")
+        if opened:
+            _run_evidence(store, opened, pending, echo, runlog, manifest)
+        if not any(oc.source.name == "gaia" for oc in opened):  # a list's own Gaia columns, used as given
+            if n_given := attach_given([i.candidate for s in pending for i in s.items]):
+                echo(f"evidence: {n_given} candidate(s) carry Gaia columns in the list, used as given")
         # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
         # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
         # there are never more engines than the cap (dask_client), so each gets at least one slot
@@ -689,6 +722,7 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,
                 store_pictures=job.store_pictures,
+                evidence_prompt=job.evidence_prompt,
             )
             futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
                                          workers=use_workers, allow_other_workers=False))

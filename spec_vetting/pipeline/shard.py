@@ -56,6 +56,7 @@ class ShardSpec:
     self_consistency_k: int = 1
     specvi_rerender: bool = False  # draw SpecVI-Bench rows' first picture instead of showing their own `images`
     store_pictures: bool = False
+    evidence_prompt: bool = False  # append the candidate's evidence sentence to the task text (off: as trained)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -78,6 +79,19 @@ def task_for(item: WorkItem, tasks_file: str | None, cache: dict):
             task = task.with_prompt(prompt, system=system)
         cache[key] = task
     return cache[key]
+
+
+def with_evidence_sentence(task, evidence: dict | None):
+    """``task`` asked with the candidate's evidence sentence after its text (version ``<version>+evidence1``), or
+    ``task`` itself when the candidate has no Gaia source."""
+    from ..evidence.sentence import SENTENCE_VERSION, evidence_sentence
+    from ..inspect.tasks import Task
+
+    sentence = evidence_sentence(evidence)
+    if sentence is None:
+        return task
+    return Task(key=task.key, class_name=task.class_name, prompt=f"{task.prompt} {sentence}", aliases=task.aliases,
+                source=task.source, version=f"{task.version}+{SENTENCE_VERSION}")
 
 
 def _initial_image(candidate) -> bytes | None:
@@ -189,6 +203,8 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         try:
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
+                if spec.evidence_prompt:
+                    task = with_evidence_sentence(task, getattr(cand, "evidence", None))
                 started = time.time()
                 try:
                     spectrum = await load(cand)
@@ -210,7 +226,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                     ctx = InspectionContext(
                         candidate_id=cid, task=item.task, run_id=spec.run_id, spectrum=spectrum, redshift=z,
                         initial_image_png=image, initial_image_source="specvi" if image else None,
-                        extra={"shard_id": spec.shard_id},
+                        extra={"shard_id": spec.shard_id}, evidence=dict(getattr(cand, "evidence", None) or {}),
                     )
                     result = await _inspect(spec, engine, task, ctx, zooms[cid])
         except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair

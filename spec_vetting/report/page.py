@@ -47,10 +47,12 @@ from ..catalog.review_schema import (
     VI_SPECTYPES,
     VI_STANDARD_COMMENTS,
 )
+from ..catalog.schema import GAIA_FIELDS
 from ..catalog.walk import walk_data
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
+from ..evidence.loci import MS_SLOPE, MS_ZERO, WD_SLOPE, WD_ZERO
 from ..lines import GROUPS, LINES
 
 #: verdict-row columns shown as the candidate's identifiers, in this order, when present and not null
@@ -285,8 +287,28 @@ class PageSelection:
 
 
 def _light(row: dict, reasons: list[str]) -> dict:
-    return {"candidate_id": str(row["candidate_id"]), "task": row["task"], "verdict": row.get("verdict"),
-            "p_yes": _clean_number(row.get("p_yes")), "review_reasons": reasons}
+    light = {"candidate_id": str(row["candidate_id"]), "task": row["task"], "verdict": row.get("verdict"),
+             "p_yes": _clean_number(row.get("p_yes")), "review_reasons": reasons}
+    bp_rp, abs_g = _clean_number(row.get("gaia_bp_rp")), _clean_number(row.get("gaia_abs_g"))
+    if isinstance(bp_rp, (int, float)) and isinstance(abs_g, (int, float)):
+        light["cmd"] = [bp_rp, abs_g]  # the candidate's place in the colour-magnitude diagram of every page file
+    return light
+
+
+#: the evidence columns a candidate's page shows (when not null), in this order
+EVIDENCE_SHOWN = tuple(f.name for f in GAIA_FIELDS) + ("evidence_extra",)
+
+
+def evidence_record(row: dict) -> dict:
+    """The candidate's evidence values for the page (null ones left out)."""
+    out = {}
+    for name in EVIDENCE_SHOWN:
+        v = row.get(name)
+        if v is None:
+            continue
+        v = _clean_number(v) if isinstance(v, float) else v
+        out[name] = str(v) if name == "gaia_source_id" else v  # a source_id is 19 digits: exact as text
+    return out
 
 
 def selection_from_data(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESHOLD, only_queue: bool = False
@@ -309,11 +331,12 @@ def selection_from_catalog(root, run_id: str | None = None, *, threshold: float 
     from ..catalog.walk import walk_run
     from ..review_queue import REASONS, queue
 
-    scan, batches = queue(root, run_id, ["verdict", "p_yes"], threshold=threshold, only_queued=only_queue,
+    columns = ["verdict", "p_yes", "gaia_bp_rp", "gaia_abs_g"]
+    scan, batches = queue(root, run_id, columns, threshold=threshold, only_queued=only_queue,
                           tasks=tasks, limit=max_candidates)
     index = []
     for batch in batches:
-        for row in batch.select(["candidate_id", "task", "verdict", "p_yes", REASONS]).to_pylist():
+        for row in batch.select(["candidate_id", "task", *columns, REASONS]).to_pylist():
             index.append(_light(row, row[REASONS].split(";") if row[REASONS] else []))
     index.sort(key=lambda r: (r["task"], r["candidate_id"]))
 
@@ -361,7 +384,7 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
             "error_message": row.get("error_message"), "label": row.get("label"), "engine": row.get("engine"),
             "model": row.get("model"), "review_reasons": row_reasons,
             "ids": {k: text for k in ID_COLUMNS if (text := format_id(k, row.get(k))) is not None},
-            "z": z if isinstance(z, (int, float)) else None,
+            "z": z if isinstance(z, (int, float)) else None, "evidence": evidence_record(row),
             "spectrum": spectrum, "spectrum_error": spectrum_error,
             "initial_image": store.add(data.initial_image(cid, task)) if with_images else None,
             "turns": turns,
@@ -380,8 +403,8 @@ def _fill_pictures(data: RunData, rows: list[dict]) -> None:
 
 
 def _index_entry(record: dict, part: int) -> dict:
-    keys = ("candidate_id", "task", "verdict", "p_yes", "review_reasons")
-    return {**{k: record[k] for k in keys}, "part": part}
+    keys = ("candidate_id", "task", "verdict", "p_yes", "review_reasons", "cmd")
+    return {**{k: record[k] for k in keys if k in record}, "part": part}
 
 
 def _image_refs(record: dict) -> list[str]:
@@ -428,6 +451,9 @@ def iter_pages(source: RunData | PageSelection, *, threshold: float = DEFAULT_RE
                        "columns": list(REVIEW_CSV_COLUMNS), "vi_quality": VI_QUALITY, "vi_issues": VI_ISSUES,
                        "vi_spectypes": list(VI_SPECTYPES), "vi_comments": list(VI_STANDARD_COMMENTS)},
             "lines": [[line.name, line.wavelength, line.group] for line in LINES], "line_groups": GROUPS,
+            # the colour-magnitude diagram's sequences: M_G = zero + slope * (BP-RP) over [lo, hi]
+            "cmd_loci": {"main sequence": [MS_ZERO, MS_SLOPE, 0.0, 3.5],
+                         "white dwarfs": [WD_ZERO, WD_SLOPE, -0.4, 1.5]},
         }
         refs = dict.fromkeys(ref for record in records for ref in _image_refs(record))
         image_blocks = "\n".join(

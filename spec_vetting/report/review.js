@@ -68,6 +68,7 @@
     if (f.conf === 'uncertain' && (conf === null || conf >= DATA.threshold)) { return false; }
     if (f.conf === 'confident' && (conf === null || conf < DATA.threshold)) { return false; }
     if (f.conf === 'none' && conf !== null) { return false; }
+    if (f.conf === 'evidence' && c.review_reasons.indexOf('evidence_disagrees') < 0) { return false; }
     var d = decisions[key(c)];
     if (f.decision === 'pending' && reviewed(d)) { return false; }
     if (f.decision === 'done' && !reviewed(d)) { return false; }
@@ -159,6 +160,85 @@
       dl.appendChild(el('dd', null, f[1]));
     });
     return dl;
+  }
+
+  // Evidence beyond the spectrum: the cross-matched numbers, and the candidate in the colour-magnitude diagram
+  // among the run's other matched candidates (every page file carries their places in DATA.index).
+  var SVG = 'http://www.w3.org/2000/svg';
+  function svg(tag, attrs, text) {
+    var e = document.createElementNS(SVG, tag);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, String(attrs[k])); });
+    if (text !== undefined) { e.textContent = text; }
+    return e;
+  }
+
+  function fmtEvidence(name, v) {
+    if (typeof v !== 'number' || Number.isInteger(v)) { return String(v); }
+    return v.toFixed(3);
+  }
+
+  function cmdPlot(c) {
+    var W = 340, H = 280, L = 44, R = 10, T = 24, B = 34;
+    var x0 = -0.6, x1 = 4.0, y0 = -3.0, y1 = 17.0;  // BP-RP; M_G, bright at the top
+    function px(x) { return L + (x - x0) / (x1 - x0) * (W - L - R); }
+    function py(y) { return T + (y - y0) / (y1 - y0) * (H - T - B); }
+    var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'class': 'cmd', role: 'img'});
+    s.appendChild(svg('title', {}, 'colour-magnitude diagram'));
+    s.appendChild(svg('text', {x: W / 2, y: 15, 'text-anchor': 'middle', 'font-size': 12}, 'colour-magnitude diagram'));
+    s.appendChild(svg('rect', {x: L, y: T, width: W - L - R, height: H - T - B, fill: 'none', stroke: '#888'}));
+    [0, 1, 2, 3, 4].forEach(function (x) {
+      s.appendChild(svg('text', {x: px(x), y: H - B + 13, 'text-anchor': 'middle', 'font-size': 10}, String(x)));
+    });
+    [0, 5, 10, 15].forEach(function (y) {
+      s.appendChild(svg('text', {x: L - 4, y: py(y) + 3, 'text-anchor': 'end', 'font-size': 10}, String(y)));
+    });
+    s.appendChild(svg('text', {x: L + (W - L - R) / 2, y: H - 4, 'text-anchor': 'middle', 'font-size': 11}, 'BP - RP'));
+    s.appendChild(svg('text', {x: 12, y: T + (H - T - B) / 2, 'text-anchor': 'middle', 'font-size': 11,
+      transform: 'rotate(-90 12 ' + (T + (H - T - B) / 2) + ')'}, 'M_G'));
+    Object.keys(DATA.cmd_loci).forEach(function (name) {
+      var l = DATA.cmd_loci[name];  // [zero, slope, lo, hi]
+      var a = l[2], b = l[3];
+      s.appendChild(svg('line', {x1: px(a), y1: py(l[0] + l[1] * a), x2: px(b), y2: py(l[0] + l[1] * b),
+        stroke: name === 'white dwarfs' ? '#36c' : '#c63', 'stroke-width': 2, 'stroke-dasharray': '5 3',
+        'class': 'locus', 'data-locus': name}));
+      s.appendChild(svg('text', {x: px(b) + 2, y: py(l[0] + l[1] * b) - 4, 'font-size': 10,
+        fill: name === 'white dwarfs' ? '#36c' : '#c63', 'text-anchor': 'end'}, name));
+    });
+    var others = 0;
+    DATA.index.forEach(function (o) {
+      if (!o.cmd || (o.candidate_id === c.candidate_id && o.task === c.task)) { return; }
+      others += 1;
+      s.appendChild(svg('circle', {cx: px(o.cmd[0]), cy: py(o.cmd[1]), r: 2.5, fill: '#999', 'class': 'other'}));
+    });
+    var ev = c.evidence;
+    if (typeof ev.gaia_bp_rp === 'number' && typeof ev.gaia_abs_g === 'number') {
+      var err = typeof ev.gaia_abs_g_error === 'number' ? ev.gaia_abs_g_error : 0;
+      s.appendChild(svg('line', {x1: px(ev.gaia_bp_rp), x2: px(ev.gaia_bp_rp), y1: py(ev.gaia_abs_g - err),
+        y2: py(ev.gaia_abs_g + err), stroke: '#d00'}));
+      s.appendChild(svg('circle', {cx: px(ev.gaia_bp_rp), cy: py(ev.gaia_abs_g), r: 5, fill: '#d00',
+        'class': 'this-candidate'}));
+    }
+    s.setAttribute('data-others', String(others));
+    return s;
+  }
+
+  function evidenceBox(c) {
+    var ev = c.evidence || {};
+    var names = Object.keys(ev);
+    if (!names.length) { return null; }
+    var box = el('div', 'evidence');
+    box.appendChild(el('h3', null, 'evidence beyond the spectrum'));
+    var dl = el('dl', 'ids');
+    names.forEach(function (n) {
+      dl.appendChild(el('dt', null, n));
+      dl.appendChild(el('dd', null, fmtEvidence(n, ev[n])));
+    });
+    box.appendChild(dl);
+    box.appendChild(cmdPlot(c));
+    if (typeof ev.gaia_abs_g !== 'number') {
+      box.appendChild(el('div', 'note', 'not in the diagram: ' + (ev.gaia_reason || 'no M_G or colour')));
+    }
+    return box;
   }
 
   // The decision and prospect's visual-inspection fields; every change is saved at once (localStorage).
@@ -306,6 +386,8 @@
     if (live) { wrap.appendChild(reviewForm(c)); }
     if (c.review_reasons.length) { wrap.appendChild(el('div', 'reasons', 'in review queue: ' + c.review_reasons.join(', '))); }
     wrap.appendChild(idsList(c));
+    var evidence = evidenceBox(c);
+    if (evidence) { wrap.appendChild(evidence); }
     if (c.justification) { wrap.appendChild(el('pre', 'text', 'justification: ' + c.justification)); }
     container.appendChild(wrap);
     var plot = spectrumBox(c, wrap, live);

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .astrometry import evidence_terms, with_terms
 from .diagnostics import Measurement, RestSpectrum
 from .features import nebular_lines
 from .redshift import unexplained_emission
@@ -71,8 +72,10 @@ def _nebular(rs: RestSpectrum) -> tuple[bool, dict[str, Measurement]]:
     return -_v(oiii) > 1.5 * hb_emission, m
 
 
-def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decision:
-    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason."""
+def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True,
+           evidence: dict | None = None) -> Decision:
+    """Measure the task's diagnostics on ``rs`` and decide; a verdict of None carries the reason. ``evidence``
+    (the candidate's Gaia values) adds the significant astrometric terms of ``astrometry.py`` to the score."""
     fs: RulesTask | None = rules_task(task)
     if fs is None:
         reason = f"the rules engine has diagnostics for cv, carbon, ss, gm and wd only, not for task {task!r}"
@@ -129,7 +132,11 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Decis
         veto = [e for e in ts.decisive if e.is_veto]
         return Decision(key, fs.class_name, verdict, DECISIVE_SCORE, fs.p_yes(DECISIVE_SCORE), None, text,
                         measurements, [e.key for e in veto], rs.redshift, redshift_known, veto)
-    return verdict_of(ts.score, ts.evidence, ts, ts.cited)
+    # the significant astrometric terms move the score; a YES still needs the class's own spectral feature
+    terms = evidence_terms(key, evidence)
+    decision = verdict_of(ts.score + sum(t.contribution for t in terms), ts.evidence, ts, ts.cited)
+    decision.justification = with_terms(decision.justification, terms)
+    return decision
 
 
 def _a(name: str) -> str:

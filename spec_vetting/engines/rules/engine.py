@@ -10,7 +10,8 @@ When the data cannot support a decision, the final text holds no verdict (and ne
 protocol's fallbacks recover nothing) and :attr:`EngineReply.abstain_reason` carries the reason; the loop records
 UNDECIDED.
 
-It reads ``ctx.spectrum``'s arrays, ivar and mask and ``ctx.redshift``, never the survey's class or subclass. Its
+It reads ``ctx.spectrum``'s arrays, ivar and mask, ``ctx.redshift`` and ``ctx.evidence`` (Gaia M_G and colour:
+``astrometry.py``), never the survey's class or subclass. Its
 identity has ``model=None``: its output is never presented as the model's.
 """
 
@@ -72,9 +73,9 @@ def _zoom_for(m: Measurement, zooms: list[ZoomWindow]) -> int | str:
     return "full"
 
 
-def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True) -> Plan:
+def make_plan(rs: RestSpectrum, task: str, *, redshift_known: bool = True, evidence: dict | None = None) -> Plan:
     """Measure and decide once; lay out the zooms (those overlapping the rest-frame coverage) and what to cite."""
-    decision = decide(rs, task, redshift_known=redshift_known)
+    decision = decide(rs, task, redshift_known=redshift_known, evidence=evidence)
     fs = rules_task(task)
     lo, hi = rs.coverage
     zooms = [z for z in (fs.zooms if fs else ()) if z.hi > lo and z.lo < hi][:MAX_ZOOMS]
@@ -170,7 +171,8 @@ class _RulesSession(EngineSession):
         if spectrum is None:
             raise ValueError(f"candidate {self.ctx.candidate_id}: the rules engine needs ctx.spectrum")
         rs = RestSpectrum.from_spectrum(spectrum, self.ctx.redshift)
-        return make_plan(rs, self.ctx.task, redshift_known=self.ctx.redshift is not None)
+        return make_plan(rs, self.ctx.task, redshift_known=self.ctx.redshift is not None,
+                         evidence=self.ctx.evidence)
 
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         t0 = time.perf_counter()

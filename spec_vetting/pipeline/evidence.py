@@ -1,0 +1,190 @@
+"""The run's evidence step: every candidate of the pending shards cross-matched once with each evidence source,
+before any shard is submitted, on the run's own Dask client; the values travel with the candidate.
+
+Cache: ``ROOT/_evidence/<name>-<digest>/part-<run_id>.parquet`` holds one record per candidate matched (keyed by
+candidate id, ra, dec and epoch), the digest covering the catalog (its path and properties) and the match
+settings. A resumed run, and every later run under the same root (``--incremental`` nights), reuses what is there
+and matches only the candidates it has not seen. The ``_`` folder is ignored by every Parquet reader of the
+catalog.
+
+Candidates that carry the source's columns already (a list with ``gaia_parallax`` ...) are used as given; those
+without ra/dec get null evidence with the reason. A catalog that cannot be read mid-run (removed, unmounted) stops
+the run with :class:`~spec_vetting.errors.RunFailedError` (exit 1); the same command resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunFailedError
+from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
+from ..evidence.motion import mjd_from_name, mjd_to_jyear
+from ..evidence.sources import EvidenceSource
+from .store import write_parquet_atomic
+
+EVIDENCE_DIR = "_evidence"
+NO_POSITION = "no ra/dec for the candidate"
+
+
+def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
+    """Every source opened and checked (ConfigError naming the bad one): before the run starts anything."""
+    return [open_catalog(s) for s in sources]
+
+
+def _catalog_identity(source: EvidenceSource) -> str:
+    """What identifies the catalog's content: its path and its properties file (row count, creation date)."""
+    text = ""
+    for name in ("properties", "hats.properties", "collection.properties"):
+        p = Path(source.catalog) / name
+        try:
+            text += p.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    return f"{source.catalog}\n{text}"
+
+
+def cache_folder(root: Path, source: EvidenceSource) -> Path:
+    settings = source.model_dump(mode="json")
+    digest = hashlib.sha256(json.dumps([settings, _catalog_identity(source)], sort_keys=True).encode()).hexdigest()
+    return root / EVIDENCE_DIR / f"{source.name}-{digest[:16]}"
+
+
+def candidate_epoch_mjd(cand) -> float | None:
+    """The spectrum's MJD: the list's mjd column, else the MJD in a LAMOST or SDSS file name."""
+    mjd = getattr(cand, "mjd", None)
+    if mjd is None:
+        mjd = mjd_from_name(getattr(cand, "path", None))
+    return None if mjd is None else float(mjd)
+
+
+def _key(cand, mjd: float | None) -> str:
+    return json.dumps([str(cand.candidate_id), cand.ra, cand.dec, mjd])
+
+
+def _read_cache(folder: Path) -> dict[str, dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    out: dict[str, dict[str, Any]] = {}
+    if not folder.is_dir():
+        return out
+    for part in sorted(folder.glob("part-*.parquet")):
+        table = pq.read_table(part)
+        for k, v in zip(table.column("key").to_pylist(), table.column("values").to_pylist(), strict=True):
+            out[k] = json.loads(v)
+    return out
+
+
+def _write_cache(folder: Path, run_id: str, records: dict[str, dict[str, Any]]) -> None:
+    import pyarrow as pa
+
+    if not records:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    keys = sorted(records)
+    table = pa.table({"key": pa.array(keys, pa.string()),
+                      "values": pa.array([json.dumps(records[k], sort_keys=True) for k in keys], pa.string())})
+    # a later attempt of the same run adds its own part next to the first's
+    n = len(list(folder.glob(f"part-{run_id}-*.parquet")))
+    write_parquet_atomic(folder / f"part-{run_id}-{n}.parquet", table)
+
+
+def _given(source: EvidenceSource, cand) -> dict[str, Any] | None:
+    """The source's values the candidate list carries already, or None when it carries none."""
+    given = getattr(cand, "given_evidence", None) or {}
+    prefix = f"{source.name}_"
+    mine = {k: v for k, v in given.items() if k.startswith(prefix)}
+    if not mine:
+        return None
+    out = record(source, None, None)
+    out.update(mine)
+    if source.name == "gaia":
+        from ..evidence.crossmatch import gaia_derived
+
+        out.update(gaia_derived(out))
+    return out
+
+
+#: the source that stands for Gaia columns a candidate list carries when the run names no gaia catalog
+GIVEN_GAIA = EvidenceSource(name="gaia", catalog="(given in the candidate list)")
+
+
+def attach_given(candidates: list) -> int:
+    """Without ``--evidence gaia=``, the Gaia columns a candidate list carries still reach the rows (and the rules
+    engine), M_G derived from them; returns how many candidates had some."""
+    n = 0
+    for cand in {id(c): c for c in candidates}.values():
+        given = _given(GIVEN_GAIA, cand)
+        if given is not None:
+            cand.evidence = {**(getattr(cand, "evidence", None) or {}), **given}
+            n += 1
+    return n
+
+
+def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidates: list) -> dict[str, Any]:
+    """Fill ``candidate.evidence`` of every candidate (each once) from the cache or a cross-match on the current
+    Dask client; returns per-source counts for the manifest."""
+    import numpy as np
+    import pandas as pd
+
+    unique = list({str(c.candidate_id): c for c in candidates}.values())
+    summary: dict[str, Any] = {}
+    for oc in opened:
+        src = oc.source
+        t0 = time.perf_counter()
+        folder = cache_folder(root, src)
+        cached = _read_cache(folder)
+        values: dict[str, dict[str, Any]] = {}
+        todo: list[tuple[str, Any, float | None]] = []
+        counts = {"given": 0, "cached": 0, "no_position": 0, "matched_now": 0}
+        for cand in unique:
+            cid = str(cand.candidate_id)
+            given = _given(src, cand)
+            if given is not None:
+                values[cid] = given
+                counts["given"] += 1
+                continue
+            if cand.ra is None or cand.dec is None:
+                values[cid] = record(src, None, NO_POSITION)
+                counts["no_position"] += 1
+                continue
+            mjd = candidate_epoch_mjd(cand)
+            key = _key(cand, mjd)
+            if key in cached:
+                values[cid] = cached[key]
+                counts["cached"] += 1
+            else:
+                todo.append((key, cand, mjd))
+        new: dict[str, dict[str, Any]] = {}
+        if todo:
+            frame = pd.DataFrame({
+                "key": np.arange(len(todo), dtype=np.int64),
+                "ra": [c.ra for _, c, _ in todo], "dec": [c.dec for _, c, _ in todo],
+                "jyear": [float(mjd_to_jyear(m)) if m is not None else math.nan for _, _, m in todo]})
+            try:
+                found = match(oc, frame)
+            except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
+                raise RunFailedError(
+                    f"evidence {src.name}: the cross-match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
+                    "check the catalog is reachable and rerun the same command to resume") from exc
+            rows = found.to_dict("index")
+            none_within = f"no {src.name} source within {src.radius_arcsec:g} arcsec at the spectrum's epoch"
+            for i, (key, cand, _) in enumerate(todo):
+                hit = rows.get(i)
+                new[key] = record(src, hit, None if hit is not None else none_within, searched=True)
+                values[str(cand.candidate_id)] = new[key]
+            counts["matched_now"] = len(todo)
+            _write_cache(folder, run_id, new)
+        for cand in candidates:
+            cand.evidence = {**(getattr(cand, "evidence", None) or {}), **values[str(cand.candidate_id)]}
+        sep_key = src.match_keys[0]
+        counts["with_source"] = sum(1 for v in values.values() if v.get(sep_key) is not None
+                                    or (src.name == "gaia" and v.get("gaia_source_id") is not None))
+        summary[src.name] = {"catalog": src.catalog, "radius_arcsec": src.radius_arcsec, "epoch": oc.epoch,
+                             "margin": oc.has_margin, "proper_motions": oc.has_pm, "cache": str(folder),
+                             **counts, "wall_s": round(time.perf_counter() - t0, 3)}
+    return summary
