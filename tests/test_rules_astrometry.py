@@ -46,7 +46,7 @@ def test_a_term_below_three_sigma_does_not_count():
     # M_G 6.5 +- 0.3 is 1.7 sigma beyond the dwarf threshold 6.0; 7.0 +- 0.3 is 3.3 sigma
     assert evidence_terms("gm", {"gaia_abs_g": 6.5, "gaia_abs_g_error": 0.3}) == []
     (t,) = evidence_terms("gm", {"gaia_abs_g": 7.0, "gaia_abs_g_error": 0.3})
-    assert t.contribution == -3.0 and t.threshold == 6.0 and t.significance == pytest.approx(1.0 / 0.3)
+    assert t.contribution == -3.0 and t.term.threshold == 6.0 and t.significance == pytest.approx(1.0 / 0.3)
 
 
 def test_white_dwarf_and_cv_loci():
@@ -54,11 +54,11 @@ def test_white_dwarf_and_cv_loci():
     (on,) = evidence_terms("wd", {"gaia_abs_g": 12.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 0.2})
     assert on.contribution == 3.0 and "white-dwarf sequence" in on.sentence()
     (off,) = evidence_terms("wd", {"gaia_abs_g": 4.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 0.2})
-    assert off.contribution == -3.0 and off.threshold == pytest.approx(11.98 - 3.0)
+    assert off.contribution == -3.0 and off.term.threshold == pytest.approx(11.98 - 3.0)
     (between,) = evidence_terms("cv", {"gaia_abs_g": 8.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 0.2})
     assert between.contribution == 2.0
     (bright,) = evidence_terms("cv", {"gaia_abs_g": 0.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 0.2})
-    assert bright.contribution == -2.0 and bright.threshold == pytest.approx(2.704 - 2.0)
+    assert bright.contribution == -2.0 and bright.term.threshold == pytest.approx(2.704 - 2.0)
     assert evidence_terms("wd", {"gaia_abs_g": 12.0, "gaia_abs_g_error": 0.05}) == []  # no colour: no locus
     assert evidence_terms("carbon", {"gaia_abs_g": 12.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 0.2}) == []
 

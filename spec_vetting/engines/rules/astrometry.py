@@ -17,7 +17,6 @@ The weights are of the order of the spectral terms they sit beside (a gm score o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,38 +28,37 @@ from ...evidence.loci import (
     white_dwarf_mg,
 )
 from ...evidence.sources import evidence_number
+from .significance import SIGMA, Term
 
-#: a term counts only when its value is beyond the threshold by at least this many standard errors
-N_SIGMA = 3.0
+#: a term counts only when its value is beyond the threshold by at least this many standard errors: the one rule
+#: of the spectral terms (:data:`.significance.SIGMA`)
+N_SIGMA = SIGMA
 
 
 @dataclass(frozen=True)
 class EvidenceTerm:
-    """One astrometric term: ``value`` ± ``error`` against ``threshold``, and what it adds to the score."""
+    """One astrometric term: a :class:`.significance.Term` (``value`` ± ``error`` against ``threshold``, in mag),
+    what its side of the threshold means, and what it adds to the score."""
 
     key: str  # e.g. "gaia_abs_g"
-    name: str  # e.g. "Gaia M_G"
-    value: float
-    error: float
-    threshold: float
+    term: Term
     meaning: str  # what the value's side of the threshold means
     contribution: float
 
     @property
     def significance(self) -> float:
         """How many standard errors the value lies from the threshold."""
-        return abs(self.value - self.threshold) / self.error if self.error > 0 else math.inf
+        return abs(self.term.sigmas)
 
     def sentence(self) -> str:
-        """The justification's clause: the number, its error and what it means."""
-        side = "above" if self.value >= self.threshold else "below"
-        return (f"{self.name} = {self.value:.2f} ± {self.error:.2f} mag ({side} {self.threshold:.2f} by "
-                f"{self.significance:.0f} sigma: {self.meaning})")
+        """The justification's clause: the number with its error, its distance from the threshold, its meaning."""
+        return f"{self.term.text()}: {self.meaning}"
 
 
 def _term(key, name, value, error, threshold, meaning, contribution) -> EvidenceTerm | None:
-    t = EvidenceTerm(key, name, value, error, threshold, meaning, contribution)
-    return t if t.significance >= N_SIGMA else None
+    t = EvidenceTerm(key, Term(name, float(value), float(error), float(threshold), unit="mag"), meaning,
+                     contribution)
+    return t if t.term.significant() else None
 
 
 def evidence_terms(task: str, evidence: dict[str, Any] | None) -> list[EvidenceTerm]:
