@@ -32,6 +32,7 @@ from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
 from .shard import ShardSpec, renderer_version, run_shard, task_for
+from .slots import gate_spec
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
@@ -532,30 +533,22 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
     """Submit the pending shards, follow them; returns failure messages (empty = all done)."""
     if not pending:
         return []
-    from distributed import as_completed
-
     from .cluster import dask_client
 
-    failures: list[str] = []
     name = job.engine.resolved_name
     cap = job.max_inflight_per_endpoint
-    capped = engine_in_flight_slots(name, job_engine_options(job, cap)) is not None
-    with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, use_workers, note):
+    options = job_engine_options(job, cap)
+    slots = engine_in_flight_slots(name, options)
+    capped = slots is not None
+    with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, note):
         if note:
             echo(f"note: {note}")
             runlog.write("INFO", note)
         if job.cluster.dashboard and client.dashboard_link:
             echo(f"Dask dashboard: {client.dashboard_link}")
-        # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
-        # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
-        # there are never more engines than the cap (dask_client), so each gets at least one slot
-        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.remote) else 1
-        per_engine = max(1, cap // engines_in_flight)
-        if capped and per_engine * engines_in_flight < cap:
-            echo(f"note: max_inflight_per_endpoint {cap} over {engines_in_flight} worker engines: {per_engine} each "
-                 f"({per_engine * engines_in_flight} in flight per endpoint at most)")
-        options = job_engine_options(job, per_engine)
-        slots = engine_in_flight_slots(name, options)
+        # the cap over the whole cluster: one Dask semaphore per endpoint that every worker's engine takes its
+        # slots from, however many workers there are now or later; each engine alone may use all of them
+        gate = gate_spec(store.run_id, list(options.get("endpoints") or []), cap) if capped else None
         # an engine with in-flight caps is bounded by them; a tighter shard-level bound would let inspections
         # queued for a busy endpoint hold slots that another endpoint's inspections could use
         concurrency = 4 * slots if slots else job.concurrency
@@ -582,24 +575,86 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 concurrency=concurrency,
                 self_consistency_k=job.sampling.self_consistency_k,
                 store_pictures=job.store_pictures,
+                slot_gate=gate,
             )
-            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
-                                         workers=use_workers, allow_other_workers=False))
+            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False))
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending, strict=True)}
         bar = _progress(total_items, done_items, progress)
         try:
-            for fut in as_completed(futures):
-                try:
-                    fut.result()
-                except Exception as exc:  # the shard is not done; the same command retries it
-                    msg = f"{fut.key}: {type(exc).__name__}: {exc}"
-                    failures.append(msg)
-                    runlog.write("ERROR", f"shard failed: {msg}")
-                    echo(f"shard failed: {msg}")
-                    continue
-                finally:
-                    fut.release()
-                bar.update(sizes[fut.key])
+            return follow_shards(client, futures, job.cluster.no_worker_timeout_s,
+                                 on_done=lambda fut: bar.update(sizes[fut.key]), echo=echo, runlog=runlog)
         finally:
             bar.close()
+            if gate is not None:
+                _forget_gate(client, gate)
+
+
+#: how often a run waiting on its shards looks at the cluster's workers
+WATCH_INTERVAL_S = 5.0
+
+
+def follow_shards(client, futures, no_worker_timeout_s: float, *, on_done, echo, runlog) -> list[str]:
+    """Wait for every shard; returns the failure messages. A shard whose worker died is run again by Dask on
+    another one (after ``distributed.scheduler.allowed-failures`` deaths it fails as KilledWorker, a failure here).
+    When the cluster has had no worker at all for ``no_worker_timeout_s`` (0: never give up), the shards still
+    waiting fail with a message naming that cause, so that a run never waits forever on a cluster that is gone."""
+    from distributed import as_completed
+
+    failures: list[str] = []
+
+    def fail(key: str, why: str) -> None:
+        msg = f"{key}: {why}"
+        failures.append(msg)
+        runlog.write("ERROR", f"shard failed: {msg}")
+        echo(f"shard failed: {msg}")
+
+    waiting = {f.key: f for f in futures}
+    finished = as_completed(futures)
+    look_every = min(WATCH_INTERVAL_S, max(0.5, no_worker_timeout_s / 4))
+    next_look = time.monotonic() + look_every
+    without_workers_since: float | None = None
+    while waiting:
+        batch = finished.next_batch(block=False)
+        for fut in batch:
+            waiting.pop(fut.key, None)
+            try:
+                fut.result()
+            except Exception as exc:  # the shard is not done; the same command retries it
+                fail(fut.key, f"{type(exc).__name__}: {exc}")
+            else:
+                on_done(fut)
+            finally:
+                fut.release()
+        if batch or not waiting:
+            continue
+        time.sleep(0.1)
+        now = time.monotonic()
+        if no_worker_timeout_s <= 0 or now < next_look:
+            continue
+        next_look = now + look_every
+        if len(client.nthreads()) > 0:
+            without_workers_since = None
+            continue
+        without_workers_since = without_workers_since or now
+        if now - without_workers_since >= no_worker_timeout_s:
+            why = (f"the Dask cluster at {client.scheduler.address} has had no worker for "
+                   f"{no_worker_timeout_s:g} s (cluster.no_worker_timeout_s): start workers and rerun the same "
+                   "command to resume")
+            for key in sorted(waiting):
+                fail(key, why)
+                waiting[key].cancel()
+            waiting.clear()
     return failures
+
+
+def _forget_gate(client, gate) -> None:
+    """The run's semaphores are dropped at the scheduler once its shards are over (a long-lived scheduler would
+    keep one per endpoint and night otherwise)."""
+    from distributed import Semaphore
+
+    for _url, sem_name in gate.names:
+        try:
+            Semaphore(max_leases=gate.max_leases, name=sem_name, scheduler_rpc=client.scheduler,
+                      loop=client.loop).close()
+        except Exception:  # noqa: BLE001 - bookkeeping only: the run's outcome does not depend on it
+            log.debug("could not close semaphore %s", sem_name, exc_info=True)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from ... import __version__
-from ...engine_interface import Engine, EngineSession
+from ...engine_interface import Engine, EngineSession, SlotGate
 from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
@@ -91,8 +91,8 @@ class _OpenAISession(EngineSession):
 
     async def __aexit__(self, *exc) -> None:
         if self.endpoint is not None:
-            self.engine.router.release(self.endpoint)
-            self.endpoint = None
+            url, self.endpoint = self.endpoint, None
+            await self.engine.router.release_slot(url)
 
     async def complete(self, messages: list[Message], *, turn: int, sampling: Sampling) -> EngineReply:
         eng, url = self.engine, self.endpoint
@@ -160,6 +160,9 @@ class OpenAIEngine(Engine):
         self._rng = random.Random(seed)
         self._client: httpx.AsyncClient | None = None
         self._model_info: dict[str, Any] = {}
+
+    def share_slots(self, gate: SlotGate | None) -> None:
+        self.router.gate = gate
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"
