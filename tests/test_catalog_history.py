@@ -37,14 +37,14 @@ class Candidate:
         return make_spectrum("cv", seed=int(self.candidate_id.split("-")[-1]))
 
 
-def _night(root: Path, monkeypatch, day: int, ids: list[int], broken=()) -> runner.RunOutcome:
+def _night(root: Path, monkeypatch, day: int, ids: list[int], broken=(), incremental=False) -> runner.RunOutcome:
     cands = [Candidate(f"c-{i}", f"/d/c-{i}.fits", broken=i in broken) for i in ids]
     monkeypatch.setattr(runner, "load_all_candidates", lambda sources: cands)
     job = job_from_dict({
         "candidates": ["unused.csv"], "tasks": ["cv", "wd"], "out": str(root),
         "engine": {"name": "scripted", "options": {"replies": [ANSWER]}}, "shard_size": 4,
         "run_date": (dt.date(2026, 1, 1) + dt.timedelta(days=day)).isoformat(),
-        "cluster": {"processes": False, "workers": 1, "dashboard": False},
+        "cluster": {"processes": False, "workers": 1, "dashboard": False}, "incremental": incremental,
     })
     out = runner.run_job(job, fresh=True, progress=False, echo=lambda s: None)
     assert out.status == "finished"
@@ -169,3 +169,15 @@ def test_reading_one_run_opens_only_its_files(history):
                      table.column("verdict").to_pylist(), strict=True))
     assert got == want
     assert json.loads((root / "_runs" / runs[1] / "manifest.json").read_text())["status"] == "finished"
+
+
+def test_an_incremental_night_reads_the_view_not_the_history(history):
+    root, monkeypatch, runs = history
+    for run_id in runs:
+        _spoil(p for p in _run_files(root, run_id) if "verdicts" in p.parts)
+    # c-0..c-5 were answered on some night (c-1 after an ERROR, c-2 despite a later one): only c-7 is new
+    out = _night(root, monkeypatch, 5, [0, 1, 2, 3, 4, 5, 7], incremental=True)
+    assert out.summary["skipped_incremental"] == 12
+    assert sorted(_all_rows_of(root, out.run_id), key=lambda r: r["task"]) == [
+        {"run_id": out.run_id, "candidate_id": "c-7", "task": t, "verdict": "NO", "error_kind": None}
+        for t in ("cv", "wd")]

@@ -157,20 +157,23 @@ def _unchanged_since(path: str | None, started_at) -> bool:
 def _permanent_errors(root: Path, identity: EngineIdentity, exclude_run: str | None,
                       wanted: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     """Which of ``wanted`` ended, with this engine and model, in a permanent ERROR (:data:`PERMANENT_ERROR_KINDS`)
-    whose file has not been modified since: another try would give the same error, so it is not retried."""
+    whose file has not been modified since: another try would give the same error, so it is not retried.
+
+    Read from the current view, not the history: a pair's current row is an ERROR exactly when it never got an
+    answer, and it is the latest such ERROR (a later error of another kind means the file reads differently now)."""
     import pyarrow.compute as pc
 
     from ..catalog.read import dataset
 
-    verdicts = dataset(root, "verdicts")
-    if verdicts is None or not wanted:
+    current = dataset(root, "current")
+    if current is None or not wanted:
         return set()
     flt = (_identity_filter(identity) & (pc.field("verdict") == "ERROR")
            & pc.field("error_kind").isin(sorted(PERMANENT_ERROR_KINDS))
            & pc.field("candidate_id").isin(sorted({w[0] for w in wanted})))
     if exclude_run is not None:
         flt = flt & (pc.field("run_id") != exclude_run)
-    rows = verdicts.to_table(columns=["candidate_id", "task", "prompt_version", "path", "started_at"], filter=flt)
+    rows = current.to_table(columns=["candidate_id", "task", "prompt_version", "path", "started_at"], filter=flt)
     return {key for r in rows.to_pylist()
             if (key := (r["candidate_id"], r["task"], r["prompt_version"])) in wanted
             and _unchanged_since(r["path"], r["started_at"])}
@@ -210,9 +213,11 @@ def already_vetted(
         in_list = pc.field("candidate_id").isin(pc.unique(w.column("candidate_id")))
         cur = current.to_table(columns=keys, filter=in_list & ok)
         found.append(w.join(cur.group_by(keys).aggregate([]), keys, join_type="inner"))
-        present = current.to_table(columns=["candidate_id", "task"], filter=in_list)
+        # pairs whose current row is an answer of another model or prompt: an earlier run may have vetted them with
+        # this one (a pair whose current row is an ERROR never got an answer from any run: not in the history)
+        answered = current.to_table(columns=["candidate_id", "task"], filter=in_list & (pc.field("verdict") != "ERROR"))
         rest = (w.join(found[0], keys, join_type="left anti")
-                .join(present, ["candidate_id", "task"], join_type="left semi"))
+                .join(answered, ["candidate_id", "task"], join_type="left semi"))
     verdicts = dataset(root, "verdicts")
     if verdicts is not None and rest.num_rows:
         in_rest = pc.field("candidate_id").isin(pc.unique(rest.column("candidate_id")))
