@@ -15,9 +15,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from spec_vetting.catalog.read import read_current, read_run_table, summarize_catalog
+from spec_vetting.catalog.read import read_current, read_run_table, read_verdicts, summarize_catalog
 from spec_vetting.errors import SpectrumReadError
-from spec_vetting.pipeline import job_from_dict, runner
+from spec_vetting.pipeline import job_from_dict, rollup, runner
 from spec_vetting.pipeline.compact import compact_root
 
 ANSWER = "<think>look</think>\n<answer>\\boxed{NO} nothing</answer>"
@@ -37,13 +37,14 @@ class Candidate:
         return make_spectrum("cv", seed=int(self.candidate_id.split("-")[-1]))
 
 
-def _night(root: Path, monkeypatch, day: int, ids: list[int], broken=(), incremental=False) -> runner.RunOutcome:
+def _night(root: Path, monkeypatch, day: int, ids: list[int], broken=(), incremental=False,
+           start: dt.date = dt.date(2026, 1, 1)) -> runner.RunOutcome:
     cands = [Candidate(f"c-{i}", f"/d/c-{i}.fits", broken=i in broken) for i in ids]
     monkeypatch.setattr(runner, "load_all_candidates", lambda sources: cands)
     job = job_from_dict({
         "candidates": ["unused.csv"], "tasks": ["cv", "wd"], "out": str(root),
         "engine": {"name": "scripted", "options": {"replies": [ANSWER]}}, "shard_size": 4,
-        "run_date": (dt.date(2026, 1, 1) + dt.timedelta(days=day)).isoformat(),
+        "run_date": (start + dt.timedelta(days=day)).isoformat(),
         "cluster": {"processes": False, "workers": 1, "dashboard": False}, "incremental": incremental,
     })
     out = runner.run_job(job, fresh=True, progress=False, echo=lambda s: None)
@@ -80,6 +81,8 @@ def _run_files(root: Path, run_id: str) -> list[Path]:
 
 @pytest.fixture
 def history(tmp_path, monkeypatch):
+    """Three nights whose files stay per run (merging small nights is tested on its own below)."""
+    monkeypatch.setattr(rollup, "SMALL_BYTES", -1)
     root = tmp_path / "cat"
     runs = [
         _night(root, monkeypatch, 0, [0, 1, 2, 3], broken={1}),
@@ -181,3 +184,54 @@ def test_an_incremental_night_reads_the_view_not_the_history(history):
     assert sorted(_all_rows_of(root, out.run_id), key=lambda r: r["task"]) == [
         {"run_id": out.run_id, "candidate_id": "c-7", "task": t, "verdict": "NO", "error_kind": None}
         for t in ("cv", "wd")]
+
+
+def _keys(root: Path) -> list[tuple]:
+    t = read_verdicts(root, columns=["run_id", "candidate_id", "task"])
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("run_id", "candidate_id", "task")), strict=True))
+
+
+def test_small_nights_merge_into_one_file_per_task_and_month(tmp_path, monkeypatch):
+    root = tmp_path / "cat"
+    nights = [([0, 1], 0), ([1, 2], 1), ([3], 2), ([0, 4], 31)]  # three in January, one in February
+    outs = [_night(root, monkeypatch, day, ids) for ids, day in nights]
+    expected = sorted((o.run_id, f"c-{i}", t) for o, (ids, _d) in zip(outs, nights, strict=True)
+                      for i in ids for t in ("cv", "wd"))
+    for table in ("verdicts", "turns"):
+        names = sorted(str(p.relative_to(root / table)) for p in (root / table).rglob("*.parquet"))
+        assert names == [f"{m}/part-month-{t}-0.parquet" for m in ("2026-01", "2026-02") for t in ("cv", "wd")]
+    assert _keys(root) == expected  # every row once
+    jan = pq.read_table(root / "verdicts" / "2026-01" / "part-month-cv-0.parquet")
+    assert pq.ParquetFile(root / "verdicts" / "2026-01" / "part-month-cv-0.parquet").metadata.num_row_groups == 1
+    assert sorted(set(jan.column("run_id").to_pylist())) == sorted(o.run_id for o in outs[:3])
+    # one run still reads as itself, the summary counts as before, current/ holds the latest of each pair
+    _, one = read_run_table(root, outs[1].run_id, columns=["verdict"])
+    assert sorted(zip(one.column("candidate_id").to_pylist(), one.column("task").to_pylist(), strict=True)) == [
+        (f"c-{i}", t) for i in (1, 2) for t in ("cv", "wd")]
+    assert summarize_catalog(root)["n_rows"] == len(expected)
+    latest = {(c, t): r for r, c, t in expected}  # runs in start order: the last one wins
+    assert {(r["candidate_id"], r["task"]): r["run_id"] for r in read_current(root).to_pylist()} == latest
+
+
+@pytest.mark.parametrize("crash_at", ["before_month_file", "after_month_file"])
+def test_a_merge_cut_short_is_recovered_without_loss_or_double(tmp_path, monkeypatch, crash_at):
+    root = tmp_path / "cat"
+    first = _night(root, monkeypatch, 0, [0, 1])
+
+    def boom(*a, **k):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(rollup, "write_row_groups_atomic" if crash_at == "before_month_file" else "_fsync", boom)
+    second = _night(root, monkeypatch, 1, [2])  # finished: the merge failing is logged, not the run's failure
+    monkeypatch.undo()
+    expected = sorted([(first.run_id, f"c-{i}", t) for i in (0, 1) for t in ("cv", "wd")]
+                      + [(second.run_id, "c-2", t) for t in ("cv", "wd")])
+    hidden = sorted((root / "verdicts").rglob("_merging-*"))
+    assert [p.name for p in hidden] == [f"_merging-part-{second.run_id}-cv-0.parquet"]  # the first move stopped it
+    if crash_at == "before_month_file":
+        assert _keys(root) == [k for k in expected if k != (second.run_id, "c-2", "cv")]  # hidden until recovered
+    else:
+        assert _keys(root) == expected  # in the month file already; the hidden copy is not read
+    compact_root(root)
+    assert not list(root.rglob("_merging-*"))
+    assert _keys(root) == expected

@@ -81,7 +81,7 @@ def _priority(table: pa.Table, ranks: dict[str, int], bonus: int) -> pa.Array:
     return pc.add(pc.add(pc.multiply(not_error, _NOT_ERROR), rank), bonus)
 
 
-def _write_atomic(path: Path, schema: pa.Schema, batches) -> int:
+def write_row_groups_atomic(path: Path, schema: pa.Schema, batches) -> int:
     """``batches`` into ``path`` (atomically), in row groups of ROW_GROUP_ROWS whatever the batches' sizes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{path.name}")
@@ -117,7 +117,7 @@ def _merged_batches(verdicts, old, flt, keep):
 def _run_verdicts(root: Path, run_id: str, run_date: str | None):
     """(dataset of the run's verdict rows, their files): its compacted files when there are any, else every
     verdict file (a pre-2.0 root's hive files, filtered by run_id)."""
-    files = run_table_files(root, "verdicts", run_id, run_date)
+    files = run_table_files(root, "verdicts", run_id, run_date, months=False)  # folded before it is merged
     if files:
         return parquet_dataset(files, schema=file_schema("verdicts")), files
     data = dataset(root, "verdicts")
@@ -162,7 +162,7 @@ def update_current(root, run_id: str, run_date: str | None = None) -> dict[str, 
             lengths_in(pq.read_schema(path), lengths)
 
         batches = _merged_batches(verdicts, old, flt, keep)
-        out[task] = _write_atomic(path, with_reader_metadata(schema, lengths), batches)
+        out[task] = write_row_groups_atomic(path, with_reader_metadata(schema, lengths), batches)
     if tasks:
         _write_run_order(root, known)
     return out

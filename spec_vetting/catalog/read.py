@@ -40,10 +40,26 @@ def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[st
     return new, old
 
 
-def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: str | None = None) -> list[str]:
-    """The compacted files of one run in ``table`` (``ROOT/<table>/<run_date>/part-<run_id>-*.parquet``), found by
-    name without opening any file; ``run_date`` defaults to the run's manifest's. A run id that another one extends
-    (``X`` and ``X-ab12``) also lists the other's files: filter the rows by run_id."""
+#: a month's file of small nights' rows (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``)
+MONTH_FILE_PREFIX = "part-month-"
+#: footer key of a month file: JSON list of the run ids whose rows it holds
+MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
+
+
+def merged_runs(path) -> set[str]:
+    """The runs whose rows a month file holds, from its footer."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return set(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
+
+
+def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: str | None = None, *,
+                    months: bool = True) -> list[str]:
+    """The compacted files of one run in ``table`` (``ROOT/<table>/<run_date>/part-<run_id>-*.parquet``), and with
+    ``months`` the files of its month that small nights are merged into, found by name without opening any file;
+    ``run_date`` defaults to the run's manifest's. Other runs' rows may be in them (a month file; a run id that
+    another one extends, ``X`` and ``X-ab12``): filter the rows by run_id."""
     folder = Path(root) / table
     if run_date is None:
         try:
@@ -51,7 +67,9 @@ def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: 
         except (OSError, ValueError):
             run_date = None
     pattern = f"part-{run_id}-*.parquet"
-    found = (folder / run_date).glob(pattern) if run_date else folder.glob(f"*/{pattern}")
+    found = list((folder / run_date).glob(pattern) if run_date else folder.glob(f"*/{pattern}"))
+    if months and run_date:
+        found += (folder / str(run_date)[:7]).glob(f"{MONTH_FILE_PREFIX}*.parquet")
     return sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
 
 
@@ -230,7 +248,15 @@ def _unaccounted_files(root, counted: dict[str, str]) -> list[str]:
     for run_id, run_date in counted.items():
         by_date.setdefault(str(run_date), []).append(f"part-{run_id}-")
     new, old = table_files(root, "verdicts")
-    return [f for f in new if not Path(f).name.startswith(tuple(by_date.get(Path(f).parent.name, ())))] + old
+    out = []
+    for f in new:
+        name = Path(f).name
+        if name.startswith(MONTH_FILE_PREFIX):
+            if not merged_runs(f) <= set(counted):  # its footer names its runs: opened only if one is not counted
+                out.append(f)
+        elif not name.startswith(tuple(by_date.get(Path(f).parent.name, ()))):
+            out.append(f)
+    return out + old
 
 
 def summarize_catalog(root: str | os.PathLike) -> dict:

@@ -417,8 +417,11 @@ def compact_root(root) -> dict:
     files; current/ is only rebuilt when it is missing while the catalog has verdicts (an older root). Runs that
     are compacted already are left as they are; running it twice changes nothing."""
     from ..catalog.read import table_files
+    from .rollup import recover
 
     root = Path(root)
+    for table in TABLES:  # merges of small nights a crash interrupted (one listing of the date folders)
+        recover(root, table)
     done_runs = []
     for run in list_runs(root):
         run_id = run["run_id"]

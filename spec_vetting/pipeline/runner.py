@@ -31,6 +31,7 @@ from .config import JobConfig, auto_shard_size
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
+from .rollup import merge_small_run
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .slots import gate_spec
 from .store import RunStore, write_json_atomic, write_latest_pointer
@@ -487,6 +488,7 @@ def run_job(
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
+        _merge_small_files(root, run_id, run_date, runlog)
         runlog.write(
             "INFO",
             f"SUCCESS run {run_id}: {summary['n_verdicts']} verdicts, errors {summary['errors_by_kind'] or 'none'}, "
@@ -495,6 +497,16 @@ def run_job(
         return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
     finally:
         lock.release()
+
+
+def _merge_small_files(root: Path, run_id: str, run_date: str, runlog) -> None:
+    """A finished night's small files into its month's (:mod:`.rollup`). The run's rows are in the catalog either
+    way, so a failure here is logged, not the run's: the next run or ``catalog compact`` recovers it."""
+    try:
+        merge_small_run(root, run_id, run_date)
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("merging run %s's small files into the month's failed: %s", run_id, exc, exc_info=True)
+        runlog.write("WARNING", f"merging the run's small files into the month's failed: {exc}")
 
 
 def _skip_vetted(job, root: Path, store: RunStore, identity, items, previous, task_cache: dict) -> tuple[list, int]:
