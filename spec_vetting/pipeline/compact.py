@@ -235,7 +235,15 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
     """
     import duckdb
 
+    from .rollup import merged_into_month
+
     root = Path(root)
+    if merged_into_month(root, run_id, run_date):
+        # only a finished run is merged, and a finished run is never resumed: its rows are where they belong, and
+        # compacting leftover parts again would put them in the catalog twice
+        log.warning("run %s finished and its rows were merged into %s's files: not compacted again", run_id,
+                    run_date[:7])
+        return {"files": {t: 0 for t in TABLES}, "rows": {t: 0 for t in TABLES}, "merged": True}
     parts = staged_parts(root, run_id, run_date, done)
     with duckdb.connect() as con:  # one connection: opening one costs tens of ms
         return _compact(con, root, run_id, run_date, done, parts, target_bytes)

@@ -43,6 +43,11 @@ def month_files(root, table: str, run_date: str) -> list[Path]:
     return sorted(folder.glob(f"{MONTH_PREFIX}*.parquet")) if folder.is_dir() else []
 
 
+def merged_into_month(root, run_id: str, run_date: str) -> bool:
+    """Whether some of the run's rows were merged into its month's files (their footers say)."""
+    return any(run_id in merged_runs(m) for t in TABLES for m in month_files(root, t, run_date))
+
+
 def _task_of(path: Path, run_id: str) -> str:
     return path.stem[len(f"part-{run_id}-"):].rsplit("-", 1)[0]
 
