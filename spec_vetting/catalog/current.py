@@ -117,7 +117,9 @@ def _merged_batches(verdicts, old, flt, keep):
 def _run_verdicts(root: Path, run_id: str, run_date: str | None):
     """(dataset of the run's verdict rows, their files): its compacted files when there are any, else every
     verdict file (a pre-2.0 root's hive files, filtered by run_id)."""
-    files = run_table_files(root, "verdicts", run_id, run_date, months=False)  # folded before it is merged
+    # a run is folded before its small files are merged into its month's; a merged one (a rebuild) is read from those
+    files = (run_table_files(root, "verdicts", run_id, run_date, months=False)
+             or run_table_files(root, "verdicts", run_id, run_date))
     if files:
         return parquet_dataset(files, schema=file_schema("verdicts")), files
     data = dataset(root, "verdicts")
