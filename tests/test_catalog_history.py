@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,6 +211,9 @@ def test_small_nights_merge_into_one_file_per_task_and_month(tmp_path, monkeypat
         (f"c-{i}", t) for i in (1, 2) for t in ("cv", "wd")]
     assert summarize_catalog(root)["n_rows"] == len(expected)
     latest = {(c, t): r for r, c, t in expected}  # runs in start order: the last one wins
+    assert {(r["candidate_id"], r["task"]): r["run_id"] for r in read_current(root).to_pylist()} == latest
+    shutil.rmtree(root / "current")  # rebuilt from the month files by `catalog compact`
+    compact_root(root)
     assert {(r["candidate_id"], r["task"]): r["run_id"] for r in read_current(root).to_pylist()} == latest
 
 
