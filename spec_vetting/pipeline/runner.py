@@ -598,12 +598,14 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending, strict=True)}
         bar = _progress(total_items, done_items, progress)
         try:
-            return follow_shards(client, futures, job.cluster.no_worker_timeout_s,
-                                 on_done=lambda fut: bar.update(sizes[fut.key]), echo=echo, runlog=runlog)
+            failures = follow_shards(client, futures, job.cluster.no_worker_timeout_s,
+                                     on_done=lambda fut: bar.update(sizes[fut.key]), echo=echo, runlog=runlog)
         finally:
             bar.close()
-            if gate is not None:
-                _forget_gate(client, gate)
+        # only once every shard is over: an interrupted run's shards may still be inspecting on the cluster
+        if gate is not None:
+            _forget_gate(client, gate)
+        return failures
 
 
 #: how often a run waiting on its shards looks at the cluster's workers

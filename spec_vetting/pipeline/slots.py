@@ -15,9 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from dataclasses import dataclass
 
 from ..engine_interface import SlotGate
+from ..errors import EngineError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -41,10 +45,19 @@ class DaskSlotGate(SlotGate):
     semaphore's blocking method in a thread, which hands it to the worker's loop."""
 
     def __init__(self, spec: GateSpec):
-        from distributed import Semaphore
+        from distributed import Semaphore, get_worker
 
         self.spec = spec
         self._sems = {url: Semaphore(max_leases=spec.max_leases, name=name) for url, name in spec.names}
+        try:
+            self._worker = get_worker()
+        except ValueError:  # built with a client, not in a task
+            self._worker = None
+
+    def _closing(self) -> bool:
+        """The worker is shutting down (the run was interrupted): its leases go with it, nothing to give back."""
+        status = getattr(getattr(self._worker, "status", None), "name", "running")
+        return self._worker is not None and status != "running"
 
     def _semaphore(self, endpoint: str):
         try:
@@ -55,11 +68,22 @@ class DaskSlotGate(SlotGate):
 
     async def acquire(self, endpoint: str, timeout_s: float) -> bool:
         sem = self._semaphore(endpoint)
-        return bool(await asyncio.to_thread(sem.acquire, timeout=timeout_s))
+        try:
+            return bool(await asyncio.to_thread(sem.acquire, timeout=timeout_s))
+        except Exception as exc:  # noqa: BLE001 - Dask already retried: the scheduler is gone or unreachable
+            raise EngineError(
+                f"{endpoint}: no in-flight slot, the Dask scheduler that holds the run's cap did not answer "
+                f"({type(exc).__name__}: {exc}); rerun the same command to resume once the cluster is back",
+                kind="cluster_unavailable", endpoint=endpoint) from exc
 
     async def release(self, endpoint: str) -> None:
         sem = self._semaphore(endpoint)
-        await asyncio.to_thread(sem.release)
+        if self._closing():
+            return
+        try:
+            await asyncio.to_thread(sem.release)
+        except Exception:  # noqa: BLE001 - the lease expires at the scheduler by itself (lease-timeout)
+            log.debug("releasing a slot of %s failed", endpoint, exc_info=True)
 
     def close(self) -> None:
         """Forget the semaphores at the scheduler (the driver does this once the run's shards are over)."""
