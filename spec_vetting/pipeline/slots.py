@@ -24,6 +24,24 @@ from ..errors import EngineError
 log = logging.getLogger(__name__)
 
 
+class _DropReleaseFailures(logging.Filter):
+    """Dask logs a semaphore release that found the scheduler gone as an ERROR with a traceback (an interrupted
+    run's workers shutting down print one per inspection in flight). It is harmless: the lease expires at the
+    scheduler by itself (lease-timeout), so the record goes to DEBUG level of our own logger instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage().startswith("Release failed"):
+            log.debug("%s", record.getMessage())
+            return False
+        return True
+
+
+def _quiet_release_failures() -> None:
+    logger = logging.getLogger("distributed.semaphore")
+    if not any(isinstance(f, _DropReleaseFailures) for f in logger.filters):
+        logger.addFilter(_DropReleaseFailures())
+
+
 @dataclass(frozen=True)
 class GateSpec:
     """What a worker needs to join the run's semaphores (picklable, travels in each :class:`~.shard.ShardSpec`)."""
@@ -53,6 +71,7 @@ class DaskSlotGate(SlotGate):
             self._worker = get_worker()
         except ValueError:  # built with a client, not in a task
             self._worker = None
+        _quiet_release_failures()
 
     def _closing(self) -> bool:
         """The worker is shutting down (the run was interrupted): its leases go with it, nothing to give back."""
