@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
+import pytest
 from fake_server import FakeOpenAIServer, dead_endpoint
 
 from spec_vetting.engine_interface import SlotGate
@@ -167,3 +169,33 @@ def test_a_shared_gate_caps_every_engine_together():
 
     asyncio.run(main())
     assert gate.most == {a: 2, b: 2}
+
+
+def test_a_gate_slot_taken_after_its_waiter_was_cancelled_is_given_back():
+    """An inspection cancelled while its slot is being taken at the Dask gate (a thread asking the scheduler) must
+    not keep the slot: the run would lose it for good."""
+    from spec_vetting.pipeline.slots import DaskSlotGate
+
+    released = []
+
+    class SlowSemaphore:
+        def acquire(self, timeout=None):
+            time.sleep(0.2)  # the scheduler answers after the waiter is gone
+            return True
+
+        def release(self):
+            released.append(1)
+
+    gate = DaskSlotGate.__new__(DaskSlotGate)
+    gate._sems, gate._worker = {"http://a/v1": SlowSemaphore()}, None
+
+    async def main():
+        waiter = asyncio.create_task(gate.acquire("http://a/v1", 1.0))
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await asyncio.sleep(0.5)
+
+    asyncio.run(main())
+    assert released == [1]

@@ -87,8 +87,13 @@ class DaskSlotGate(SlotGate):
 
     async def acquire(self, endpoint: str, timeout_s: float) -> bool:
         sem = self._semaphore(endpoint)
+        taking = asyncio.ensure_future(asyncio.to_thread(sem.acquire, timeout=timeout_s))
         try:
-            return bool(await asyncio.to_thread(sem.acquire, timeout=timeout_s))
+            return bool(await asyncio.shield(taking))
+        except asyncio.CancelledError:
+            # the thread may still get the lease: give it back then, or the run would lose that slot for good
+            taking.add_done_callback(lambda f: self._give_back_late(f, endpoint))
+            raise
         except Exception as exc:  # noqa: BLE001 - Dask already retried: the scheduler is gone or unreachable
             raise EngineError(
                 f"{endpoint}: no in-flight slot, the Dask scheduler that holds the run's cap did not answer "
@@ -103,6 +108,10 @@ class DaskSlotGate(SlotGate):
             await asyncio.to_thread(sem.release)
         except Exception:  # noqa: BLE001 - the lease expires at the scheduler by itself (lease-timeout)
             log.debug("releasing a slot of %s failed", endpoint, exc_info=True)
+
+    def _give_back_late(self, taking: asyncio.Future, endpoint: str) -> None:
+        if not taking.cancelled() and taking.exception() is None and taking.result():
+            asyncio.ensure_future(self.release(endpoint))
 
     def close(self) -> None:
         """Forget the semaphores at the scheduler (the driver does this once the run's shards are over)."""
