@@ -38,6 +38,22 @@ class EngineSession(abc.ABC):
         return None
 
 
+class SlotGate(abc.ABC):
+    """In-flight slots per endpoint shared by every engine of a run, wherever they run (the pipeline gives one
+    backed by a Dask semaphore per endpoint, so the cap holds over a whole cluster as workers come and go).
+
+    An engine with per-endpoint caps takes a slot here as well as its own before an inspection starts on an
+    endpoint, and gives it back when the inspection ends."""
+
+    @abc.abstractmethod
+    async def acquire(self, endpoint: str, timeout_s: float) -> bool:
+        """Take one of ``endpoint``'s slots, waiting at most ``timeout_s`` (0: do not wait); True when taken."""
+
+    @abc.abstractmethod
+    async def release(self, endpoint: str) -> None:
+        """Give back one slot of ``endpoint`` taken with :meth:`acquire`."""
+
+
 class Engine(abc.ABC):
     """Turns a conversation into the next assistant turn."""
 
@@ -67,6 +83,10 @@ class Engine(abc.ABC):
     def in_flight_slots(cls, options: dict[str, Any]) -> int | None:
         """Requests an engine built with ``options`` can have in flight over all its servers; None: no such cap."""
         return None
+
+    def share_slots(self, gate: SlotGate | None) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Take in-flight slots from ``gate`` too (None: only the engine's own caps). Engines without per-endpoint
+        caps ignore it."""
 
     # start/close are optional hooks (an engine with nothing to open keeps these no-ops), so not abstract
     async def start(self) -> None:  # noqa: B027

@@ -15,6 +15,7 @@ API::
         srv.always = Fault.status(503)                    # or apply one fault to every chat request
         srv.healthy = False                               # /health answers 503
         srv.requests / srv.chat_requests                  # what clients sent (parsed JSON bodies, headers)
+        srv.max_in_flight                                 # most chat requests it was serving at once
     dead_endpoint()                                       # a base URL where nothing listens
 
 Pluggable replies: ``FakeOpenAIServer(reply=fn)`` with ``fn(messages, body) -> str | dict``; ``messages`` is the
@@ -183,6 +184,8 @@ class FakeOpenAIServer:
         self.faults: deque[Fault] = deque()
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
+        self.in_flight = 0  # chat requests being served now
+        self.max_in_flight = 0  # the most ever served at once (an in-flight cap measured at the server)
         self._stop = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -331,6 +334,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(404, {"error": f"no route {self.path}"})
 
     def do_POST(self) -> None:  # noqa: N802
+        srv = self.owner
+        with srv._lock:
+            srv.in_flight += 1
+            srv.max_in_flight = max(srv.max_in_flight, srv.in_flight)
+        try:
+            self._post()
+        finally:
+            with srv._lock:
+                srv.in_flight -= 1
+
+    def _post(self) -> None:
         srv = self.owner
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""

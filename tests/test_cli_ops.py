@@ -260,7 +260,7 @@ def test_dask_env_variable_sets_the_local_cluster_dashboard(tmp_path):
     code = (
         "from spec_vetting.pipeline.cluster import dask_client\n"
         "from spec_vetting.pipeline.config import ClusterConfig\n"
-        "with dask_client(ClusterConfig(processes=False, workers=1), 1) as (c, n, _use, _note):\n"
+        "with dask_client(ClusterConfig(processes=False, workers=1), 1) as (c, n, _note):\n"
         "    print(c.dashboard_link)\n"
         "    print(c.run_on_scheduler(lambda dask_scheduler: dask_scheduler.http_server.port))\n"
     )
@@ -284,7 +284,7 @@ def test_scheduler_file_connects_like_dask(tmp_path):
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None,
                       scheduler_kwargs={"scheduler_file": str(sched_file)}) as cluster:
         assert json.loads(sched_file.read_text())["address"] == cluster.scheduler_address
-        with dask_client(ClusterConfig(scheduler_file=str(sched_file)), 1) as (client, n, _use, _note):
+        with dask_client(ClusterConfig(scheduler_file=str(sched_file)), 1) as (client, n, _note):
             assert client.scheduler.address == cluster.scheduler_address and n == 1
             assert client.submit(lambda: 41 + 1).result() == 42
 

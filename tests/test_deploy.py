@@ -171,7 +171,7 @@ def test_a_dask_scheduler_file_is_what_spec_vet_connects_with(tmp_path):
     path = tmp_path / "scheduler.json"
     with LocalCluster(n_workers=1, processes=False, dashboard_address=None,
                       scheduler_kwargs={"scheduler_file": str(path)}) as cluster:
-        with dask_client(ClusterConfig(scheduler_file=str(path)), 1) as (client, _n, _use, _note):
+        with dask_client(ClusterConfig(scheduler_file=str(path)), 1) as (client, _n, _note):
             assert client.scheduler.address == cluster.scheduler_address
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
+import pytest
 from fake_server import FakeOpenAIServer, dead_endpoint
 
+from spec_vetting.engine_interface import SlotGate
 from spec_vetting.engines.http.routing import Router, pick_endpoint, probe_health
 
 
@@ -114,3 +117,85 @@ def test_waiters_skip_an_endpoint_that_died():
     got, alive = asyncio.run(main())
     assert got == alive
 
+
+class _CountingGate(SlotGate):
+    """A shared gate as the pipeline's Dask semaphores behave: ``cap`` slots per endpoint over every engine; it
+    records the most slots ever held at once per endpoint."""
+
+    def __init__(self, cap: int):
+        self.cap, self.held, self.most = cap, {}, {}
+        self.changed = asyncio.Condition()
+
+    async def acquire(self, endpoint, timeout_s):
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.held.get(endpoint, 0) < self.cap),
+                                       timeout_s if timeout_s > 0 else 0.001)
+            except TimeoutError:
+                return False
+            self.held[endpoint] = self.held.get(endpoint, 0) + 1
+            self.most[endpoint] = max(self.most.get(endpoint, 0), self.held[endpoint])
+            return True
+
+    async def release(self, endpoint):
+        async with self.changed:
+            self.held[endpoint] -= 1
+            self.changed.notify_all()
+
+
+def test_a_shared_gate_caps_every_engine_together():
+    """Two engines (two workers) with a local cap of 2 each share a gate of 2 per endpoint: together they never hold
+    more than 2, a waiter of one engine takes the slot the other gives back, and a full endpoint spills over."""
+    a, b = "http://a/v1", "http://b/v1"
+    gate = _CountingGate(2)
+    one, two = (Router([a, b], max_inflight_per_endpoint=2, health_interval_s=0) for _ in range(2))
+    for r in (one, two):
+        r.gate = gate
+    key = "cand-3"
+    home = pick_endpoint(key, [a, b])
+    away = b if home == a else a
+
+    async def main():
+        first = [await one.acquire(key), await one.acquire(key)]
+        assert first == [home, home]
+        assert await two.acquire(key) == away  # home is full over both engines: spill over at the gate
+        await two.acquire(key)
+        waiter = asyncio.create_task(two.acquire(key))
+        await asyncio.sleep(0.1)
+        assert not waiter.done()  # every slot of both endpoints is held, though engine two's own caps have room
+        await one.release_slot(home)  # the other engine gives one back: the waiter takes it
+        assert await asyncio.wait_for(waiter, 2.0) == home
+        assert one.states[home].in_flight == 1 and two.states[home].in_flight == 1
+
+    asyncio.run(main())
+    assert gate.most == {a: 2, b: 2}
+
+
+def test_a_gate_slot_taken_after_its_waiter_was_cancelled_is_given_back():
+    """An inspection cancelled while its slot is being taken at the Dask gate (a thread asking the scheduler) must
+    not keep the slot: the run would lose it for good."""
+    from spec_vetting.pipeline.slots import DaskSlotGate
+
+    released = []
+
+    class SlowSemaphore:
+        def acquire(self, timeout=None):
+            time.sleep(0.2)  # the scheduler answers after the waiter is gone
+            return True
+
+        def release(self):
+            released.append(1)
+
+    gate = DaskSlotGate.__new__(DaskSlotGate)
+    gate._sems, gate._worker = {"http://a/v1": SlowSemaphore()}, None
+
+    async def main():
+        waiter = asyncio.create_task(gate.acquire("http://a/v1", 1.0))
+        await asyncio.sleep(0.05)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        await asyncio.sleep(0.5)
+
+    asyncio.run(main())
+    assert released == [1]

@@ -14,7 +14,7 @@ import pytest
 from spec_vetting.catalog.read import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
 from spec_vetting.errors import ConfigError, RunLockedError, SpectrumReadError
 from spec_vetting.inspect.tasks import get_task
-from spec_vetting.pipeline import job_from_dict, runner
+from spec_vetting.pipeline import job_from_dict, rollup, runner
 from spec_vetting.pipeline.lock import RootLock
 from spec_vetting.pipeline.store import RunStore
 
@@ -88,6 +88,14 @@ def fast_render(monkeypatch):
     from spec_vetting.inspect import zoom
 
     monkeypatch.setattr(zoom, "_default_renderer", lambda: (lambda *a, **k: TINY_PNG))
+
+
+@pytest.fixture(autouse=True)
+def _runs_keep_their_own_files(monkeypatch):
+    """These tests check each run's own compacted files, and simulate crashes by reopening a finished run (a run
+    killed mid-way never reaches what a finished run does last: merging its small files into the month's, which
+    tests/test_catalog_history.py tests)."""
+    monkeypatch.setattr(rollup, "SMALL_BYTES", -1)
 
 
 @pytest.fixture

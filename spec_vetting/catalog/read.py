@@ -48,6 +48,39 @@ def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list
     return split_readable(new, table)[0], split_readable(old, table)[0]
 
 
+#: a month's file of small nights' rows (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``)
+MONTH_FILE_PREFIX = "part-month-"
+#: footer key of a month file: JSON list of the run ids whose rows it holds
+MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
+
+
+def merged_runs(path) -> set[str]:
+    """The runs whose rows a month file holds, from its footer."""
+    import pyarrow.parquet as pq
+
+    meta = pq.read_schema(path).metadata or {}
+    return set(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
+
+
+def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: str | None = None, *,
+                    months: bool = True) -> list[str]:
+    """The compacted files of one run in ``table`` (``ROOT/<table>/<run_date>/part-<run_id>-*.parquet``), and with
+    ``months`` the files of its month that small nights are merged into, found by name without opening any file;
+    ``run_date`` defaults to the run's manifest's. Other runs' rows may be in them (a month file; a run id that
+    another one extends, ``X`` and ``X-ab12``): filter the rows by run_id."""
+    folder = Path(root) / table
+    if run_date is None:
+        try:
+            run_date = read_manifest(root, run_id).get("run_date")
+        except (OSError, ValueError):
+            run_date = None
+    pattern = f"part-{run_id}-*.parquet"
+    found = list((folder / run_date).glob(pattern) if run_date else folder.glob(f"*/{pattern}"))
+    if months and run_date:
+        found += (folder / str(run_date)[:7]).glob(f"{MONTH_FILE_PREFIX}*.parquet")
+    return sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
+
+
 def parquet_dataset(source, **options) -> ds.Dataset:
     """``ds.dataset(source, format="parquet", **options)`` that streams: no pre-buffering of column chunks
     (pyarrow keeps a file's pre-buffered ranges until the file is done, so memory grew with a compacted file's
@@ -87,8 +120,18 @@ def dataset(root: str | os.PathLike, table: str) -> ds.Dataset | None:
 _dataset = dataset
 
 
+def run_dataset(root: str | os.PathLike, table: str, run_id: str) -> ds.Dataset | None:
+    """The rows of one run (filter them by run_id) as a dataset of its own compacted files only, found by name, so
+    that reading one run never opens the other runs' files; every file of ``table`` when the run has none (a
+    pre-2.0 root's hive files, a run whose manifest is gone)."""
+    files = run_table_files(root, table, run_id) if table != CURRENT_DIR else []
+    if files:
+        return parquet_dataset(files, schema=file_schema(table))
+    return dataset(root, table)
+
+
 def _read(root, table: str, run_id: str | None, extra_filter=None, columns=None) -> pa.Table:
-    data = dataset(root, table)
+    data = dataset(root, table) if run_id is None else run_dataset(root, table, run_id)
     if data is None:
         empty = file_schema(table).empty_table()
         return empty.select(columns) if columns else empty
@@ -127,7 +170,11 @@ def read_turns(
 
 def count_by(root: str | os.PathLike, table: str, keys: list[str], filter=None) -> dict[tuple, int]:
     """Row counts by ``keys``, streamed batch by batch: memory follows the number of groups, not of rows."""
-    data = dataset(root, table)
+    return count_rows_by(dataset(root, table), keys, filter)
+
+
+def count_rows_by(data: ds.Dataset | None, keys: list[str], filter=None) -> dict[tuple, int]:
+    """:func:`count_by` over a dataset."""
     out: dict[tuple, int] = {}
     if data is None:
         return out
@@ -211,21 +258,67 @@ def latest_run_with_rows(root: str | os.PathLike) -> tuple[str | None, list[str]
     return None, passed_over
 
 
+#: run statuses whose manifest counts are the run's rows in the catalog (the done shards the attempt compacted)
+_COUNTED_STATUSES = ("finished", "failed")
+
+
+def _manifest_counts(run: dict) -> dict[str, dict[str, int]] | None:
+    """{task: {verdict: n}} from a run's manifest when they are its rows in the catalog, else None."""
+    counts = run.get("counts") or {}
+    by_task = counts.get("verdicts_by_task")
+    if run.get("status") not in _COUNTED_STATUSES or not isinstance(by_task, dict):
+        return None
+    return {str(t): {str(v): int(n) for v, n in c.items()} for t, c in by_task.items()}
+
+
+def _unaccounted_files(root, counted: dict[str, str]) -> list[str]:
+    """Verdict files not of a run counted from its manifest (``counted``: run id -> run_date), by name only."""
+    by_date: dict[str, list[str]] = {}
+    for run_id, run_date in counted.items():
+        by_date.setdefault(str(run_date), []).append(f"part-{run_id}-")
+    new, old = table_files(root, "verdicts")
+    out = []
+    for f in new:
+        name = Path(f).name
+        if name.startswith(MONTH_FILE_PREFIX):
+            if not merged_runs(f) <= set(counted):  # its footer names its runs: opened only if one is not counted
+                out.append(f)
+        elif not name.startswith(tuple(by_date.get(Path(f).parent.name, ()))):
+            out.append(f)
+    return out + old
+
+
 def summarize_catalog(root: str | os.PathLike) -> dict:
-    """Runs, verdict counts by run, task and verdict, and errors by kind, from the catalog itself (streamed)."""
-    groups = count_by(root, "verdicts", ["run_id", "task", "verdict", "error_kind"])
+    """Runs, verdict counts by run, task and verdict, and errors by kind. A run the pipeline finished (or that
+    failed after compacting what it finished) is counted from its manifest, without opening its files; only the
+    rows of other runs (running, interrupted, older roots, or without a manifest) are counted from the files."""
+    runs = list_runs(root)
     counts: dict[str, dict[str, dict[str, int]]] = {}
     errors: dict[str, dict[str, int]] = {}
-    n_rows = 0
+    counted: dict[str, str] = {}
+    for r in runs:
+        by_task = _manifest_counts(r)
+        if by_task is not None and r.get("run_date"):
+            counts[r["run_id"]] = by_task
+            by_kind = (r.get("counts") or {}).get("errors_by_kind") or {}
+            errors[r["run_id"]] = {str(k): int(n) for k, n in by_kind.items()}
+            counted[r["run_id"]] = r["run_date"]
+    rest = _unaccounted_files(root, counted)
+    groups: dict[tuple, int] = {}
+    if rest:
+        new, old = table_files(root, "verdicts")
+        data = dataset(root, "verdicts") if set(rest) >= set(new) | set(old) else _files_dataset(root, rest)
+        groups = count_rows_by(data, ["run_id", "task", "verdict", "error_kind"])
     for (run_id, task, verdict, error_kind), n in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        n_rows += n
+        if run_id in counted:  # a counted run's rows in a file named otherwise (a legacy copy): counted once
+            continue
         by_task = counts.setdefault(run_id, {}).setdefault(task, {})
         by_task[verdict] = by_task.get(verdict, 0) + n
         if verdict == "ERROR":
             e = errors.setdefault(run_id, {})
             kind = error_kind or "error"
             e[kind] = e.get(kind, 0) + n
-    runs = list_runs(root)
+    n_rows = sum(n for by_task in counts.values() for c in by_task.values() for n in c.values())
     known = {r["run_id"] for r in runs}
     # rows of a run whose manifest is gone still count
     runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
@@ -248,6 +341,22 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
             t: {v: n for (tt, v), n in sorted(current.items()) if tt == t} for t in sorted({k[0] for k in current})
         },
     }
+
+
+def _files_dataset(root, files: list[str]) -> ds.Dataset:
+    """Some of ``root``'s verdict files (compacted or hive) as one dataset with the full file schema."""
+    root = Path(root)
+    base = root / "verdicts"
+    new = [f for f in files if "=" not in Path(f).parent.name]
+    old = [f for f in files if "=" in Path(f).parent.name]
+    schema = file_schema("verdicts")
+    parts = []
+    if new:
+        parts.append(parquet_dataset(new, schema=schema))
+    if old:
+        parts.append(parquet_dataset(old, schema=schema, partition_base_dir=str(base),
+                                     partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive")))
+    return parts[0] if len(parts) == 1 else ds.dataset(parts)
 
 
 # ------------------------------------------------------------------------------------------------ one run as records
@@ -289,7 +398,7 @@ def resolve_run_id(root, run_id: str | None = None) -> str:
         if table.num_rows == 0:
             raise CatalogReadError(f"{root}: the catalog holds no run yet; run `spec-vet run` first")
         run_id = _latest(table)
-    data = dataset(root, "verdicts")
+    data = run_dataset(root, "verdicts", str(run_id))
     if data is None or data.count_rows(filter=pc.field("run_id") == str(run_id)) == 0:
         raise CatalogReadError(
             f"{root}: run {run_id!r} has no verdict rows; list the runs with `spec-vet catalog runs {root}`"

@@ -104,6 +104,8 @@ JOB_OPTIONS = [
                 help="Shards at once per worker (2)."),
     _job_option("cluster.processes", "--processes/--threads",
                 help="Worker processes (default) or threads in this process."),
+    _job_option("cluster.no_worker_timeout_s", "--no-worker-timeout", type=float,
+                help="Fail when the cluster has had no worker for this many seconds (600; 0: wait forever)."),
     _job_option("cluster.memory_limit", "--memory-limit", help="Per-worker memory limit, e.g. 4GiB."),
     _job_option("cluster.dashboard", "--dashboard/--no-dashboard",
                 help="Print the Dask dashboard link as a line that stays (default: served, its link shown beside "

@@ -65,8 +65,8 @@ def plan_workers(cfg: ClusterConfig, n_shards: int, engine_cap: int | None) -> t
     """(LocalCluster worker processes, a note saying why fewer than asked, or None).
 
     Never more workers than shards to run (64 processes starting for 2 pairs took minutes), and, for an engine
-    with a per-endpoint in-flight cap (HTTP), never more worker processes than that cap: each process holds its
-    own engine with at least one slot per endpoint, so more processes than the cap would exceed it.
+    with a per-endpoint in-flight cap (HTTP), never more worker processes than that cap: the run's semaphores
+    (:mod:`.slots`) would keep the others waiting for a slot.
     """
     asked = cfg.workers
     n = asked or default_workers(n_shards)
@@ -76,8 +76,8 @@ def plan_workers(cfg: ClusterConfig, n_shards: int, engine_cap: int | None) -> t
         reasons.append(f"only {n_shards} shard(s) to run")
     if engine_cap is not None and cfg.processes and n > engine_cap:
         n = engine_cap
-        reasons.append(f"max_inflight_per_endpoint {engine_cap} allows {engine_cap} worker process(es), one "
-                       "in-flight slot each")
+        reasons.append(f"max_inflight_per_endpoint {engine_cap} keeps at most {engine_cap} worker process(es) "
+                       "busy")
     note = None
     if asked and n < asked:
         note = f"--workers {asked} capped to {n}: " + "; ".join(reasons)
@@ -151,10 +151,10 @@ def _children_ignore_sigint():
 
 @contextmanager
 def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None):
-    """Yields ``(client, n_workers, workers_to_use, note)``; closes what it started.
+    """Yields ``(client, n_workers, note)``; closes what it started.
 
-    ``workers_to_use`` is None (any worker), or, on a running cluster with more workers than ``engine_cap``, the
-    addresses the shards are pinned to so the in-flight cap holds over the whole cluster.
+    Shards may run on any worker of a running cluster: the in-flight cap is held by the run's Dask semaphores
+    (:mod:`.slots`), not by the choice of workers, so workers may join, leave or be replaced mid-run.
     """
     from distributed import Client, LocalCluster
 
@@ -163,16 +163,9 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
         client = _connect(cfg)
         try:
             forward_worker_logs(client)
-            addrs = sorted(client.scheduler_info().get("workers", {}))
-            n = len(addrs) or 1
+            n = len(client.nthreads()) or 1
             log.info("Dask scheduler %s: %d workers", client.scheduler.address, n)
-            use, note = None, None
-            if engine_cap is not None and n > engine_cap:
-                use = addrs[:engine_cap]
-                note = (f"the cluster has {n} workers; shards run on {engine_cap} of them so that "
-                        f"max_inflight_per_endpoint {engine_cap} holds (one engine per worker)")
-                n = engine_cap
-            yield client, n, use, note
+            yield client, n, None
         finally:
             client.close()
         return
@@ -194,8 +187,9 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
                 forward_worker_logs(client)
             log.info("Dask LocalCluster: %d worker %s x %d threads, dashboard %s", n,
                      "processes" if cfg.processes else "threads", cfg.threads_per_worker, address or "off")
-            yield client, n, None, note
+            yield client, n, note
         finally:
             client.close()
     finally:
         cluster.close()
+

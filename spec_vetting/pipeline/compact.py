@@ -235,7 +235,15 @@ def compact_run(root, run_id: str, run_date: str, done=None, *, target_bytes: in
     """
     import duckdb
 
+    from .rollup import merged_into_month
+
     root = Path(root)
+    if merged_into_month(root, run_id, run_date):
+        # only a finished run is merged, and a finished run is never resumed: its rows are where they belong, and
+        # compacting leftover parts again would put them in the catalog twice
+        log.warning("run %s finished and its rows were merged into %s's files: not compacted again", run_id,
+                    run_date[:7])
+        return {"files": {t: 0 for t in TABLES}, "rows": {t: 0 for t in TABLES}, "merged": True}
     parts = staged_parts(root, run_id, run_date, done)
     with duckdb.connect() as con:  # one connection: opening one costs tens of ms
         return _compact(con, root, run_id, run_date, done, parts, target_bytes)
@@ -404,15 +412,24 @@ def compact_and_update(root, run_id: str, run_date: str, done) -> dict:
     """What the runner calls at the end of every attempt: compact the finished shards, fold the run into
     current/. The staged parts stay until the manifest says finished (then :meth:`RunStore.remove_parts`)."""
     stats = compact_run(root, run_id, run_date, done)
-    update_current(root, run_id)
+    update_current(root, run_id, run_date)
     return stats
 
 
 def compact_root(root) -> dict:
     """``spec-vet catalog compact ROOT``: every run with per-shard files (an older root's hive folders, or a run
-    that stopped before its compaction) is compacted, only finished shards counting; then current/ is rebuilt.
-    Runs that are compacted already are left as they are; running it twice changes nothing."""
+    that stopped before its compaction) is compacted, only finished shards counting, and folded into current/.
+
+    It costs what there is to compact: a finished run whose staging folder is gone (every run the pipeline
+    finished) is passed over on its manifest and one look for that folder, without listing or opening any of its
+    files; current/ is only rebuilt when it is missing while the catalog has verdicts (an older root). Runs that
+    are compacted already are left as they are; running it twice changes nothing."""
+    from ..catalog.read import table_files
+    from .rollup import recover
+
     root = Path(root)
+    for table in TABLES:  # merges of small nights a crash interrupted (one listing of the date folders)
+        recover(root, table)
     done_runs = []
     for run in list_runs(root):
         run_id = run["run_id"]
@@ -422,6 +439,8 @@ def compact_root(root) -> dict:
             continue
         run_date = m.get("run_date") or run.get("run_date")
         store = RunStore(root, run_id, run_date)
+        if m.get("status") == "finished" and not store.parts_dir.is_dir() and not _has_hive_files(root, run_date):
+            continue  # compacted when it finished, its parts removed: nothing here to do
         parts = staged_parts(root, run_id, run_date, None)
         if not any(parts[t] for t in TABLES):
             continue
@@ -429,7 +448,7 @@ def compact_root(root) -> dict:
         stats = compact_run(root, run_id, run_date, done)
         if m.get("status") == "finished":
             store.remove_parts()
-        done_runs.append({"run_id": run_id, **stats})
+        done_runs.append({"run_id": run_id, "run_date": run_date, **stats})
     # hive files of runs without a manifest: compacted as they are (no markers to check)
     for table in TABLES:
         for date_dir in sorted((root / table).glob("run_date=*")) if (root / table).is_dir() else []:
@@ -439,6 +458,18 @@ def compact_root(root) -> dict:
                 if any(r["run_id"] == run_id for r in done_runs):
                     continue
                 stats = compact_run(root, run_id, run_date, None)
-                done_runs.append({"run_id": run_id, **stats})
-    rebuild_current(root)
+                done_runs.append({"run_id": run_id, "run_date": run_date, **stats})
+    has_current = bool(table_files(root, "current")[0])
+    if not has_current and any(table_files(root, "verdicts")):
+        rebuild_current(root)
+    else:
+        # the runs just compacted, in start order (a fold weighs each row by its run's start, so an older run
+        # folded now still loses to the newer ones already in the view)
+        for r in done_runs:
+            update_current(root, r["run_id"], r["run_date"])
     return {"root": str(root), "compacted": done_runs}
+
+
+def _has_hive_files(root: Path, run_date: str | None) -> bool:
+    """Whether a pre-2.0 root's per-shard folders exist for ``run_date`` (one look per table, no listing)."""
+    return bool(run_date) and any((root / t / f"run_date={run_date}").is_dir() for t in TABLES)

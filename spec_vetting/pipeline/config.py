@@ -149,6 +149,11 @@ class ClusterConfig(_Strict):
         "shard fill the slots a finishing shard leaves idle)",
     )
     processes: bool = Field(True, description="worker processes (True) or threads in this process (False)")
+    no_worker_timeout_s: float = Field(
+        600.0, ge=0,
+        description="a run whose cluster has had no worker at all for this long fails (exit 1) instead of waiting "
+        "forever; 0 waits for workers however long it takes",
+    )
     memory_limit: str | None = Field(None, description="per-worker memory limit, e.g. '4GiB' (default: Dask's)")
     dashboard: bool | None = Field(
         None,

@@ -33,7 +33,9 @@ from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
+from .rollup import merge_small_run
 from .shard import ShardSpec, renderer_version, run_shard, task_for
+from .slots import gate_spec
 from .store import RunStore, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
@@ -195,20 +197,23 @@ def _unchanged_since(path: str | None, started_at) -> bool:
 def _permanent_errors(root: Path, identity: EngineIdentity, exclude_run: str | None,
                       wanted: set[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
     """Which of ``wanted`` ended, with this engine and model, in a permanent ERROR (:data:`PERMANENT_ERROR_KINDS`)
-    whose file has not been modified since: another try would give the same error, so it is not retried."""
+    whose file has not been modified since: another try would give the same error, so it is not retried.
+
+    Read from the current view, not the history: a pair's current row is an ERROR exactly when it never got an
+    answer, and it is the latest such ERROR (a later error of another kind means the file reads differently now)."""
     import pyarrow.compute as pc
 
     from ..catalog.read import dataset
 
-    verdicts = dataset(root, "verdicts")
-    if verdicts is None or not wanted:
+    current = dataset(root, "current")
+    if current is None or not wanted:
         return set()
     flt = (_identity_filter(identity) & (pc.field("verdict") == "ERROR")
            & pc.field("error_kind").isin(sorted(PERMANENT_ERROR_KINDS))
            & pc.field("candidate_id").isin(sorted({w[0] for w in wanted})))
     if exclude_run is not None:
         flt = flt & (pc.field("run_id") != exclude_run)
-    rows = verdicts.to_table(columns=["candidate_id", "task", "prompt_version", "path", "started_at"], filter=flt)
+    rows = current.to_table(columns=["candidate_id", "task", "prompt_version", "path", "started_at"], filter=flt)
     return {key for r in rows.to_pylist()
             if (key := (r["candidate_id"], r["task"], r["prompt_version"])) in wanted
             and _unchanged_since(r["path"], r["started_at"])}
@@ -248,9 +253,11 @@ def already_vetted(
         in_list = pc.field("candidate_id").isin(pc.unique(w.column("candidate_id")))
         cur = current.to_table(columns=keys, filter=in_list & ok)
         found.append(w.join(cur.group_by(keys).aggregate([]), keys, join_type="inner"))
-        present = current.to_table(columns=["candidate_id", "task"], filter=in_list)
+        # pairs whose current row is an answer of another model or prompt: an earlier run may have vetted them with
+        # this one (a pair whose current row is an ERROR never got an answer from any run: not in the history)
+        answered = current.to_table(columns=["candidate_id", "task"], filter=in_list & (pc.field("verdict") != "ERROR"))
         rest = (w.join(found[0], keys, join_type="left anti")
-                .join(present, ["candidate_id", "task"], join_type="left semi"))
+                .join(answered, ["candidate_id", "task"], join_type="left semi"))
     verdicts = dataset(root, "verdicts")
     if verdicts is not None and rest.num_rows:
         in_rest = pc.field("candidate_id").isin(pc.unique(rest.column("candidate_id")))
@@ -529,6 +536,7 @@ def run_job(
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
+        _merge_small_files(root, run_id, run_date, runlog)
         runlog.write(
             "INFO",
             f"SUCCESS run {run_id}: {summary['n_verdicts']} verdicts, errors {summary['errors_by_kind'] or 'none'}, "
@@ -537,6 +545,16 @@ def run_job(
         return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
     finally:
         lock.release()
+
+
+def _merge_small_files(root: Path, run_id: str, run_date: str, runlog) -> None:
+    """A finished night's small files into its month's (:mod:`.rollup`). The run's rows are in the catalog either
+    way, so a failure here is logged, not the run's: the next run or ``catalog compact`` recovers it."""
+    try:
+        merge_small_run(root, run_id, run_date)
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("merging run %s's small files into the month's failed: %s", run_id, exc, exc_info=True)
+        runlog.write("WARNING", f"merging the run's small files into the month's failed: {exc}")
 
 
 def _skip_vetted(job, root: Path, store: RunStore, identity, items, previous, task_cache: dict) -> tuple[list, int]:
@@ -666,15 +684,14 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
     then submit the shards and follow them; returns failure messages (empty = all done)."""
     if not pending:
         return []
-    from distributed import as_completed
-
     from .cluster import dask_client
 
-    failures: list[str] = []
     name = job.engine.resolved_name
     cap = job.max_inflight_per_endpoint
-    capped = engine_in_flight_slots(name, job_engine_options(job, cap)) is not None
-    with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, use_workers, note):
+    options = job_engine_options(job, cap)
+    slots = engine_in_flight_slots(name, options)
+    capped = slots is not None
+    with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, note):
         if note:
             echo(f"note: {note}")
             runlog.write("INFO", note)
@@ -686,16 +703,9 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
         if not any(oc.source.name == "gaia" for oc in opened):  # a list's own Gaia columns, used as given
             if n_given := attach_given([i.candidate for s in pending for i in s.items]):
                 echo(f"evidence: {n_given} candidate(s) carry Gaia columns in the list, used as given")
-        # one shared engine per worker process (threads of one process share one). Rounded down, so the engines
-        # together never exceed the cap (rounded up, --workers 4 with a cap of 2 put 4 requests on one endpoint);
-        # there are never more engines than the cap (dask_client), so each gets at least one slot
-        engines_in_flight = n_workers if (job.cluster.processes or job.cluster.remote) else 1
-        per_engine = max(1, cap // engines_in_flight)
-        if capped and per_engine * engines_in_flight < cap:
-            echo(f"note: max_inflight_per_endpoint {cap} over {engines_in_flight} worker engines: {per_engine} each "
-                 f"({per_engine * engines_in_flight} in flight per endpoint at most)")
-        options = job_engine_options(job, per_engine)
-        slots = engine_in_flight_slots(name, options)
+        # the cap over the whole cluster: one Dask semaphore per endpoint that every worker's engine takes its
+        # slots from, however many workers there are now or later; each engine alone may use all of them
+        gate = gate_spec(store.run_id, list(options.get("endpoints") or []), cap) if capped else None
         # an engine with in-flight caps is bounded by them; a tighter shard-level bound would let inspections
         # queued for a busy endpoint hold slots that another endpoint's inspections could use
         concurrency = 4 * slots if slots else job.concurrency
@@ -723,27 +733,91 @@ def _execute(job, store: RunStore, identity, pending, total_items, done_items, p
                 self_consistency_k=job.sampling.self_consistency_k,
                 store_pictures=job.store_pictures,
                 evidence_prompt=job.evidence_prompt,
+                slot_gate=gate,
             )
-            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False,
-                                         workers=use_workers, allow_other_workers=False))
+            futures.append(client.submit(run_shard, spec, key=f"shard-{store.run_id}-{shard.shard_id}", pure=False))
         sizes = {f.key: len(s.items) for f, s in zip(futures, pending, strict=True)}
         bar = _progress(total_items, done_items, progress)
         if link and job.cluster.dashboard is None:  # shown while the cluster lives, gone from the final bar
             bar.set_postfix_str(f"dashboard {link}", refresh=False)
         try:
-            for fut in as_completed(futures):
-                try:
-                    fut.result()
-                except Exception as exc:  # the shard is not done; the same command retries it
-                    msg = f"{fut.key}: {type(exc).__name__}: {exc}"
-                    failures.append(msg)
-                    runlog.write("ERROR", f"shard failed: {msg}")
-                    echo(f"shard failed: {msg}")
-                    continue
-                finally:
-                    fut.release()
-                bar.update(sizes[fut.key])
+            failures = follow_shards(client, futures, job.cluster.no_worker_timeout_s,
+                                     on_done=lambda fut: bar.update(sizes[fut.key]), echo=echo, runlog=runlog)
         finally:
             bar.set_postfix_str("", refresh=False)
             bar.close()
+        # only once every shard is over: an interrupted run's shards may still be inspecting on the cluster
+        if gate is not None:
+            _forget_gate(client, gate)
+        return failures
+
+
+#: how often a run waiting on its shards looks at the cluster's workers
+WATCH_INTERVAL_S = 5.0
+
+
+def follow_shards(client, futures, no_worker_timeout_s: float, *, on_done, echo, runlog) -> list[str]:
+    """Wait for every shard; returns the failure messages. A shard whose worker died is run again by Dask on
+    another one (after ``distributed.scheduler.allowed-failures`` deaths it fails as KilledWorker, a failure here).
+    When the cluster has had no worker at all for ``no_worker_timeout_s`` (0: never give up), the shards still
+    waiting fail with a message naming that cause, so that a run never waits forever on a cluster that is gone."""
+    from distributed import as_completed
+
+    failures: list[str] = []
+
+    def fail(key: str, why: str) -> None:
+        msg = f"{key}: {why}"
+        failures.append(msg)
+        runlog.write("ERROR", f"shard failed: {msg}")
+        echo(f"shard failed: {msg}")
+
+    waiting = {f.key: f for f in futures}
+    finished = as_completed(futures)
+    look_every = min(WATCH_INTERVAL_S, max(0.5, no_worker_timeout_s / 4))
+    next_look = time.monotonic() + look_every
+    without_workers_since: float | None = None
+    while waiting:
+        batch = finished.next_batch(block=False)
+        for fut in batch:
+            waiting.pop(fut.key, None)
+            try:
+                fut.result()
+            except Exception as exc:  # the shard is not done; the same command retries it
+                fail(fut.key, f"{type(exc).__name__}: {exc}")
+            else:
+                on_done(fut)
+            finally:
+                fut.release()
+        if batch or not waiting:
+            continue
+        time.sleep(0.1)
+        now = time.monotonic()
+        if no_worker_timeout_s <= 0 or now < next_look:
+            continue
+        next_look = now + look_every
+        if len(client.nthreads()) > 0:
+            without_workers_since = None
+            continue
+        without_workers_since = without_workers_since or now
+        if now - without_workers_since >= no_worker_timeout_s:
+            why = (f"the Dask cluster at {client.scheduler.address} has had no worker for "
+                   f"{no_worker_timeout_s:g} s (cluster.no_worker_timeout_s): start workers and rerun the same "
+                   "command to resume")
+            for key in sorted(waiting):
+                fail(key, why)
+                waiting[key].cancel()
+            waiting.clear()
     return failures
+
+
+def _forget_gate(client, gate) -> None:
+    """The run's semaphores are dropped at the scheduler once its shards are over (a long-lived scheduler would
+    keep one per endpoint and night otherwise)."""
+    from distributed import Semaphore
+
+    for _url, sem_name in gate.names:
+        try:
+            Semaphore(max_leases=gate.max_leases, name=sem_name, scheduler_rpc=client.scheduler,
+                      loop=client.loop).close()
+        except Exception:  # noqa: BLE001 - bookkeeping only: the run's outcome does not depend on it
+            log.debug("could not close semaphore %s", sem_name, exc_info=True)

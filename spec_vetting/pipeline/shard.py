@@ -28,6 +28,7 @@ from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import InspectionContext, Sampling
 from .config import DEFAULT_READ_TIMEOUT_S
 from .plan import WorkItem
+from .slots import DaskSlotGate, GateSpec
 from .store import RunStore, write_json_atomic, write_parquet_atomic
 
 log = logging.getLogger(__name__)
@@ -57,6 +58,8 @@ class ShardSpec:
     specvi_rerender: bool = False  # draw SpecVI-Bench rows' first picture instead of showing their own `images`
     store_pictures: bool = False
     evidence_prompt: bool = False  # append the candidate's evidence sentence to the task text (off: as trained)
+    #: the run's cluster-wide in-flight cap (Dask semaphores per endpoint); None: the engine's own caps only
+    slot_gate: GateSpec | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -247,18 +250,23 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
 
 
 class EngineHost:
-    """One started engine per worker process, on its own event loop thread, shared by the shards it runs.
+    """One started engine per worker process (and run gate), on its own event loop thread, shared by its shards.
 
     Sharing it makes the per-endpoint cap hold for the whole worker (not per shard), lets two shards overlap so
-    one's tail does not leave endpoint slots idle, and loads a local model's weights once per worker.
+    one's tail does not leave endpoint slots idle, and loads a local model's weights once per worker. With a
+    :class:`GateSpec` the engine also takes its slots from the run's Dask semaphores (built here, in the Dask task's
+    thread, where they find the scheduler), so the cap holds over the whole cluster.
     """
 
-    def __init__(self, name: str, options: dict[str, Any]):
+    def __init__(self, name: str, options: dict[str, Any], gate: GateSpec | None = None):
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="spec-vet-engine-loop", daemon=True)
         self.thread.start()
+        self.active = 0  # shards running on it now (guarded by _HOSTS_LOCK)
         self.engine = create_engine(name, **options)
         try:
+            if gate is not None:
+                self.engine.share_slots(DaskSlotGate(gate))
             self.run(self.engine.start())
         except BaseException:
             self.stop(close_engine=False)
@@ -281,20 +289,35 @@ _HOSTS: dict[str, EngineHost] = {}
 _HOSTS_LOCK = threading.Lock()
 
 
-def engine_host(name: str, options: dict[str, Any]) -> EngineHost:
-    key = json.dumps([name, options], sort_keys=True, default=repr)
+def engine_host(name: str, options: dict[str, Any], gate: GateSpec | None = None) -> EngineHost:
+    """The worker's host for (engine, options, run gate), started on first use and marked active (give it back
+    with :func:`release_host`). Starting one stops the idle hosts of other runs: a long-lived cluster serving a
+    run a night would otherwise keep a started engine per night."""
+    key = json.dumps([name, options, gate.names if gate else None], sort_keys=True, default=repr)
+    idle: list[EngineHost] = []
     with _HOSTS_LOCK:
         host = _HOSTS.get(key)
         if host is None:
             try:
-                host = EngineHost(name, options)
+                host = EngineHost(name, options, gate)
             except Exception as exc:
                 raise ShardFailedError(
                     f"the {name} engine could not start ({exc}); check the endpoints/model and rerun the same "
                     "command to resume"
                 ) from exc
+            idle = [h for h in _HOSTS.values() if h.active == 0]
+            for k in [k for k, h in _HOSTS.items() if h.active == 0]:
+                del _HOSTS[k]
             _HOSTS[key] = host
-        return host
+        host.active += 1
+    for h in idle:
+        h.stop()
+    return host
+
+
+def release_host(host: EngineHost) -> None:
+    with _HOSTS_LOCK:
+        host.active -= 1
 
 
 @atexit.register
@@ -419,8 +442,11 @@ def run_shard(spec: ShardSpec) -> dict[str, Any]:
     """Dask task entry point: the shard's inspections on this worker's shared engine, then its files."""
     t0 = time.perf_counter()
     log.debug("shard %s: %d pairs on engine %s", spec.shard_id, len(spec.items), spec.engine_name)
-    host = engine_host(spec.engine_name, spec.engine_options)
-    results = host.run(inspect_items(spec, host.engine))
+    host = engine_host(spec.engine_name, spec.engine_options, spec.slot_gate)
+    try:
+        results = host.run(inspect_items(spec, host.engine))
+    finally:
+        release_host(host)
     summary = _write_shard(spec, RunStore(spec.root, spec.run_id, spec.run_date), results, time.perf_counter() - t0)
     log.info("shard %s done in %.1f s", spec.shard_id, time.perf_counter() - t0)
     return summary

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from ... import __version__
-from ...engine_interface import Engine, EngineSession
+from ...engine_interface import Engine, EngineSession, SlotGate
 from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
@@ -97,8 +97,8 @@ class _OpenAISession(EngineSession):
 
     async def __aexit__(self, *exc) -> None:
         if self.endpoint is not None:
-            self.engine.router.release(self.endpoint)
-            self.endpoint = None
+            url, self.endpoint = self.endpoint, None
+            await self.engine.router.release_slot(url)
 
     async def count_tokens(self, text: str) -> int | None:
         """The endpoint's own tokenizer (``POST /tokenize``, vLLM and SGLang), cached; None where there is none."""
@@ -180,6 +180,9 @@ class OpenAIEngine(Engine):
         self._no_tokenize: set[str] = set()
         #: sampling fields left out per endpoint: only those a server refused, in a run told --allow-inexact-template
         self.omit_sampling = {normalize_endpoint(e): list(v) for e, v in (omit_sampling or {}).items()}
+
+    def share_slots(self, gate: SlotGate | None) -> None:
+        self.router.gate = gate
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"

@@ -2,7 +2,9 @@
 
 - Sticky: rendezvous hashing of the candidate id over the healthy endpoints, so every turn (and a rerun) of one
   candidate lands on the same replica and its prefix cache, and only the candidates of a dead endpoint move.
-- Capped: a semaphore per endpoint counts in-flight INSPECTIONS; a session holds its slot for all its turns.
+- Capped: a semaphore per endpoint counts in-flight INSPECTIONS; a session holds its slot for all its turns. With
+  a shared :class:`~spec_vetting.engine_interface.SlotGate` (a run on a Dask cluster) the slot is also taken there,
+  so the cap holds over every engine of the run, however many workers there are.
 - Healthy: ``GET /health`` at the server root (base URL without ``/v1``), falling back to ``GET {base}/models``;
   an endpoint whose requests fail is marked unhealthy at once and probed again in the background.
 """
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from ...engine_interface import SlotGate
 from ...errors import EngineError
 
 log = logging.getLogger(__name__)
@@ -28,6 +31,9 @@ DEFAULT_HEALTH_INTERVAL_S = 10.0
 #: fast instead of each waiting out its own timeouts; one answered request resets it
 DEFAULT_HUNG_COOLDOWN_S = 300.0
 MAX_HUNG_COOLDOWN_S = 3600.0
+#: when every endpoint is full over the whole run, the engine's first waiting inspection waits this long for a slot
+#: of its own endpoint at the shared gate before it looks at the others again (the gate wakes it on a release)
+GATE_WAIT_S = 0.5
 
 
 def server_root(base_url: str) -> str:
@@ -97,6 +103,8 @@ class Router:
         self.hung_cooldown_s = hung_cooldown_s
         self._poller: asyncio.Task | None = None
         self._slot_freed: asyncio.Event | None = None  # created on first use, inside the running loop
+        self.gate: SlotGate | None = None
+        self._gate_turn: asyncio.Lock | None = None  # one inspection of this engine at a time asks the gate
 
     @property
     def healthy(self) -> list[str]:
@@ -186,9 +194,12 @@ class Router:
         return max(free, key=lambda s: (s.capacity - s.in_flight, rendezvous_score(key, s.url))).url
 
     async def acquire(self, key: str) -> str:
-        """An endpoint for ``key`` with one of its slots taken; :meth:`release` gives it back."""
+        """An endpoint for ``key`` with one of its slots taken (here and at the gate); :meth:`release_slot` gives
+        it back."""
         if self._slot_freed is None:
             self._slot_freed = asyncio.Event()
+        if self.gate is not None:
+            return await self._acquire_gated(key)
         while True:
             # no await between clearing, picking and waiting: a release in between cannot be missed
             self._slot_freed.clear()
@@ -197,6 +208,48 @@ class Router:
                 self.states[url].in_flight += 1
                 return url
             await self._slot_freed.wait()
+
+    def _preference(self, key: str) -> list[str]:
+        """The healthy endpoints with a free slot here, in :meth:`pick`'s order: the candidate's own first, then
+        the most free slots (hash order breaks ties)."""
+        preferred = self.choose(key)  # raises when no endpoint is healthy
+        free = [s for s in self.states.values() if s.healthy and s.in_flight < s.capacity and s.url != preferred]
+        rest = [s.url for s in sorted(free, key=lambda s: (s.capacity - s.in_flight, rendezvous_score(key, s.url)),
+                                      reverse=True)]
+        own = self.states[preferred]
+        return ([preferred] if own.in_flight < own.capacity else []) + rest
+
+    async def _acquire_gated(self, key: str) -> str:
+        """:meth:`acquire` with the shared gate: the endpoints in :meth:`pick`'s order are tried without waiting;
+        when the gate has no slot on any of them, the first of them is waited on for a while (a release anywhere
+        in the cluster wakes it), then all are tried again. Only one inspection of this engine talks to the gate
+        at a time, so the waiting costs a few scheduler calls a second per worker, not one per queued inspection."""
+        if self._gate_turn is None:
+            self._gate_turn = asyncio.Lock()
+        async with self._gate_turn:
+            while True:
+                self._slot_freed.clear()
+                order = self._preference(key)
+                if not order:
+                    await self._slot_freed.wait()  # every slot of this engine is in use: one must end first
+                    continue
+                for url in order:
+                    if await self.gate.acquire(url, 0):
+                        return self._take(url)
+                if await self.gate.acquire(order[0], GATE_WAIT_S):
+                    return self._take(order[0])
+
+    def _take(self, url: str) -> str:
+        self.states[url].in_flight += 1
+        return url
+
+    async def release_slot(self, url: str) -> None:
+        """Give back the slot :meth:`acquire` took: at the gate first, so that waiters here find it free there."""
+        try:
+            if self.gate is not None:
+                await self.gate.release(url)
+        finally:
+            self.release(url)
 
     def release(self, url: str) -> None:
         s = self.states[url]
