@@ -8,7 +8,6 @@ blue, a K star red) rather than from the engine's own numbers.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -144,8 +143,3 @@ def test_justifications_never_claim_a_feature_that_is_not_significant(lamost):
                 problems += [f"{name} {task}: {p}" for p in check_justification(d)]
     assert n > 30
     assert not problems, "\n".join(problems[:10])
-
-
-def test_repo_root_is_importable():
-    # the justification checker is imported from the tests package
-    assert (Path(__file__).parent / "test_rules_justification.py").exists()
