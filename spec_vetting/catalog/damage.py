@@ -8,6 +8,7 @@ every row group), and the rows per run and task compared with what the run manif
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -248,4 +249,24 @@ def rows_not_counted(root: str | os.PathLike, damaged: list[DamagedFile]) -> dic
         for task, by_verdict in recorded.items():
             if (run["run_id"], task) in wanted:
                 out[(run["run_id"], task)] = max(0, sum(by_verdict.values()) - readable.get((run["run_id"], task), 0))
+    return out
+
+
+#: where `spec-vet catalog check --repair` moves damaged files, and its record of what it did
+QUARANTINE_DIR = "_quarantine"
+REPAIRS_FILE = "repairs.jsonl"
+
+
+def quarantined_runs(root) -> set[tuple[str, str]]:
+    """(run_id, task) whose verdict file was quarantined and not rebuilt (their counts fall short on purpose)."""
+    path = Path(root) / QUARANTINE_DIR / REPAIRS_FILE
+    out = set()
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            if e.get("table") == "verdicts" and e.get("run_id") and "lost" in str(e.get("outcome")):
+                out.add((e["run_id"], e.get("task")))
     return out

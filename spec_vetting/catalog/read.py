@@ -54,11 +54,16 @@ MONTH_FILE_PREFIX = "part-month-"
 MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
 
 
-def merged_runs(path) -> set[str]:
-    """The runs whose rows a month file holds, from its footer."""
+def merged_runs(path) -> set[str] | None:
+    """The runs whose rows a month file holds, from its footer; None when the footer cannot be read (a damaged
+    file: :mod:`.damage` names it, the readers leave it out)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    meta = pq.read_schema(path).metadata or {}
+    try:
+        meta = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowException):
+        return None
     return set(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
 
 
@@ -78,7 +83,8 @@ def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: 
     found = list((folder / run_date).glob(pattern) if run_date else folder.glob(f"*/{pattern}"))
     if months and run_date:
         found += (folder / str(run_date)[:7]).glob(f"{MONTH_FILE_PREFIX}*.parquet")
-    return sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
+    files = sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
+    return split_readable(files, table)[0]  # a damaged file is named by the commands and left out, as elsewhere
 
 
 def parquet_dataset(source, **options) -> ds.Dataset:
@@ -281,7 +287,8 @@ def _unaccounted_files(root, counted: dict[str, str]) -> list[str]:
     for f in new:
         name = Path(f).name
         if name.startswith(MONTH_FILE_PREFIX):
-            if not merged_runs(f) <= set(counted):  # its footer names its runs: opened only if one is not counted
+            runs = merged_runs(f)
+            if runs is None or not runs <= set(counted):  # its footer names its runs: opened if one is not counted
                 out.append(f)
         elif not name.startswith(tuple(by_date.get(Path(f).parent.name, ()))):
             out.append(f)
@@ -292,18 +299,24 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     """Runs, verdict counts by run, task and verdict, and errors by kind. A run the pipeline finished (or that
     failed after compacting what it finished) is counted from its manifest, without opening its files; only the
     rows of other runs (running, interrupted, older roots, or without a manifest) are counted from the files."""
+    from .damage import damaged_files, quarantined_runs, rows_not_counted
+
     runs = list_runs(root)
+    damaged = damaged_files(root)
+    # a run with a damaged verdict file, or one set aside by `catalog check --repair`, is counted from what can be
+    # read, not from its manifest (a damaged file whose run cannot be told: every run so)
+    hit = {d.run_id for d in damaged if d.table == "verdicts"} | {r for r, _t in quarantined_runs(root)}
     counts: dict[str, dict[str, dict[str, int]]] = {}
     errors: dict[str, dict[str, int]] = {}
     counted: dict[str, str] = {}
     for r in runs:
         by_task = _manifest_counts(r)
-        if by_task is not None and r.get("run_date"):
+        if by_task is not None and r.get("run_date") and r["run_id"] not in hit and None not in hit:
             counts[r["run_id"]] = by_task
             by_kind = (r.get("counts") or {}).get("errors_by_kind") or {}
             errors[r["run_id"]] = {str(k): int(n) for k, n in by_kind.items()}
             counted[r["run_id"]] = r["run_date"]
-    rest = _unaccounted_files(root, counted)
+    rest = split_readable(_unaccounted_files(root, counted), "verdicts")[0]
     groups: dict[tuple, int] = {}
     if rest:
         new, old = table_files(root, "verdicts")
@@ -323,9 +336,6 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     # rows of a run whose manifest is gone still count
     runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
     current = count_by(root, CURRENT_DIR, ["task", "verdict"])
-    from .damage import damaged_files, rows_not_counted
-
-    damaged = damaged_files(root)
     missing = rows_not_counted(root, damaged)
     return {
         "damaged_files": [{"path": d.path, "table": d.table, "reason": d.reason, "run_id": d.run_id, "task": d.task,

@@ -88,6 +88,8 @@ JOB_OPTIONS = [
                 help="SpecVI-Bench rows: draw the first picture instead of showing the row's own `images`."),
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
+    _job_option("merge_small_nights", "--merge-small-nights/--no-merge-small-nights",
+                help="When the run finishes, merge its small files into one file per table, task and month."),
     _job_option("store_pictures", "--store-pictures/--no-store-pictures",
                 help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
     _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",

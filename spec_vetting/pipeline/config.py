@@ -247,6 +247,12 @@ class JobConfig(_Strict):
         description="skip candidate-task pairs already vetted (verdict not ERROR) in earlier runs under out "
         "with the same engine, model and prompt version",
     )
+    merge_small_nights: bool = Field(
+        False,
+        description="when a run finishes, move its small compacted files into one file per table, task and month "
+        "(ROOT/<table>/<YYYY-MM>/part-month-*); off by default: `catalog check --repair` does not yet repair a "
+        "damaged month file",
+    )
     store_pictures: bool = Field(
         False,
         description="also store the PNG bytes of every picture (once per distinct picture, in ROOT/pictures/); by "

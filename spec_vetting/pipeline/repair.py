@@ -19,15 +19,12 @@ import shutil
 from pathlib import Path
 
 from ..catalog.current import rebuild_current
-from ..catalog.damage import DamagedFile, check_root
+from ..catalog.damage import QUARANTINE_DIR, REPAIRS_FILE, DamagedFile, check_root, quarantined_runs  # noqa: F401
 from ..catalog.read import read_manifest
 from ..catalog.schema import PICTURES_DIR
 from .compact import compact_run, staged_parts
 from .manifest import utcnow
 from .store import RunStore
-
-QUARANTINE_DIR = "_quarantine"
-REPAIRS_FILE = "repairs.jsonl"
 
 
 def quarantine(root: Path, damaged: DamagedFile) -> Path:
@@ -99,18 +96,3 @@ def repair_root(root) -> list[str]:
         rebuild_current(root)
         actions.append("current/ rebuilt from the readable verdicts")
     return actions
-
-
-def quarantined_runs(root) -> set[tuple[str, str]]:
-    """(run_id, task) whose verdict file was quarantined and not rebuilt (their counts fall short on purpose)."""
-    path = Path(root) / QUARANTINE_DIR / REPAIRS_FILE
-    out = set()
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                e = json.loads(line)
-            except ValueError:
-                continue
-            if e.get("table") == "verdicts" and e.get("run_id") and "lost" in str(e.get("outcome")):
-                out.add((e["run_id"], e.get("task")))
-    return out

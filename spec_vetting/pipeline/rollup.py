@@ -45,7 +45,7 @@ def month_files(root, table: str, run_date: str) -> list[Path]:
 
 def merged_into_month(root, run_id: str, run_date: str) -> bool:
     """Whether some of the run's rows were merged into its month's files (their footers say)."""
-    return any(run_id in merged_runs(m) for t in TABLES for m in month_files(root, t, run_date))
+    return any(run_id in (merged_runs(m) or set()) for t in TABLES for m in month_files(root, t, run_date))
 
 
 def _task_of(path: Path, run_id: str) -> str:
@@ -55,7 +55,9 @@ def _task_of(path: Path, run_id: str) -> str:
 def _month_target(root: Path, table: str, run_date: str, task: str) -> Path:
     folder = root / table / run_date[:7]
     k = 0
-    while (p := folder / f"{MONTH_PREFIX}{task}-{k}.parquet").is_file() and p.stat().st_size >= MONTH_BYTES:
+    # a full month file, or a damaged one (left for `catalog check` to set aside): the next one
+    while (p := folder / f"{MONTH_PREFIX}{task}-{k}.parquet").is_file() and (
+            p.stat().st_size >= MONTH_BYTES or merged_runs(p) is None):
         k += 1
     return p
 
@@ -93,7 +95,7 @@ def _merge(root: Path, table: str, run_date: str, task: str, run_id: str, path: 
     sources = [str(hidden)]
     if target.is_file():
         lengths_in(pq.read_schema(target), lengths)
-        runs |= merged_runs(target)
+        runs |= merged_runs(target) or set()
         sources.insert(0, str(target))
     out_schema = with_reader_metadata(schema, lengths)
     out_schema = out_schema.with_metadata({**(out_schema.metadata or {}),
@@ -119,10 +121,7 @@ def recover(root, table: str, month: str | None = None) -> int:
         run_date = hidden.parent.name
         held = set()
         for m in month_files(root, table, run_date):
-            try:
-                held |= merged_runs(m)
-            except (OSError, ValueError):
-                continue
+            held |= merged_runs(m) or set()
         in_file = set(pq.read_table(hidden, columns=["run_id"]).column("run_id").to_pylist())
         done = bool(held) and in_file <= held
         if done:

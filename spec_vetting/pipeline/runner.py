@@ -536,7 +536,7 @@ def run_job(
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
         store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
-        _merge_small_files(root, run_id, run_date, runlog)
+        _merge_small_files(root, run_id, run_date, runlog, job.merge_small_nights)
         runlog.write(
             "INFO",
             f"SUCCESS run {run_id}: {summary['n_verdicts']} verdicts, errors {summary['errors_by_kind'] or 'none'}, "
@@ -547,9 +547,12 @@ def run_job(
         lock.release()
 
 
-def _merge_small_files(root: Path, run_id: str, run_date: str, runlog) -> None:
-    """A finished night's small files into its month's (:mod:`.rollup`). The run's rows are in the catalog either
-    way, so a failure here is logged, not the run's: the next run or ``catalog compact`` recovers it."""
+def _merge_small_files(root: Path, run_id: str, run_date: str, runlog, wanted: bool) -> None:
+    """A finished night's small files into its month's (:mod:`.rollup`), when the job asks for it. The run's rows
+    are in the catalog either way, so a failure here is logged, not the run's: the next run or ``catalog compact``
+    recovers it."""
+    if not wanted:
+        return
     try:
         merge_small_run(root, run_id, run_date)
     except Exception as exc:  # noqa: BLE001 - see above
