@@ -24,7 +24,10 @@ import io
 import logging
 from functools import lru_cache
 
+import numpy as np
+
 from ..errors import RenderError
+from .png import encode_png
 from .tokens import smart_resize
 
 log = logging.getLogger(__name__)
@@ -71,6 +74,5 @@ def first_picture_as_trained(png: bytes) -> bytes:
         return png
     if (width, height) != rgb.size:
         rgb = rgb.resize((width, height), Image.Resampling.BICUBIC)
-    out = io.BytesIO()
-    rgb.save(out, format="PNG", compress_level=1)  # lossless at any level; 1 is the fastest
-    return out.getvalue()
+    # our writer, not Pillow's: the same pixels in a third of the time (Pillow tries a filter per row)
+    return encode_png(np.asarray(rgb))

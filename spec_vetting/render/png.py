@@ -23,10 +23,10 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
 
 
 def png_rows(rgba: np.ndarray) -> tuple[np.ndarray, int]:
-    """The PNG scanlines of an (h, w, 4) uint8 buffer (a new array: the buffer may be reused afterwards) and the
-    PNG colour type: RGB when fully opaque (it decodes to the same pixels), else RGBA."""
+    """The PNG scanlines of an (h, w, 4) or (h, w, 3) uint8 buffer (a new array: the buffer may be reused
+    afterwards) and the PNG colour type: RGB when fully opaque (it decodes to the same pixels), else RGBA."""
     height, width = rgba.shape[:2]
-    opaque = bool(rgba[..., 3].min() == 255)
+    opaque = rgba.shape[2] == 3 or bool(rgba[..., 3].min() == 255)
     channels, colour_type = (3, _RGB) if opaque else (4, _RGBA)
     rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
     rows[:, 0] = 0  # filter type None on every row
@@ -46,5 +46,5 @@ def encode_rows(rows: np.ndarray, colour_type: int, level: int = COMPRESS_LEVEL)
 
 
 def encode_png(rgba: np.ndarray, level: int = COMPRESS_LEVEL) -> bytes:
-    """PNG bytes of an (h, w, 4) uint8 buffer; written as RGB when fully opaque (it decodes to the same pixels)."""
+    """PNG bytes of an (h, w, 4) or (h, w, 3) uint8 buffer; RGB when fully opaque (it decodes to the same pixels)."""
     return encode_rows(*png_rows(rgba), level=level)
