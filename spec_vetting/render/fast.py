@@ -47,7 +47,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure, SubplotParams
 from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
 
-from . import style
+from . import bbox_edges, style
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
 from .layout import PlotLayout
 from .png import encode_rows, png_rows
@@ -94,6 +94,8 @@ class _TooManyTicksFilter(logging.Filter):
 
 
 logging.getLogger("matplotlib.ticker").addFilter(_TooManyTicksFilter())
+# every layout pass asks bounding boxes for their edges ~1,000 times a picture: scalar comparisons, numpy's answers
+bbox_edges.install()
 
 
 class _SizeClassFigure:
