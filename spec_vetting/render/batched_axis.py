@@ -209,10 +209,31 @@ def memoise_title_position(ax) -> None:
             tuple(ax.yaxis._update_ticks()),
         )
         if memo.get("key") != key:
-            compute(renderer)
+            # matplotlib asks the y axis for its whole box here only to have it place its offset text, and drops the
+            # box: have it do just that placing while the title is placed
+            whole_box = ax.yaxis.get_tightbbox
+            ax.yaxis.get_tightbbox = lambda renderer=None, **_: place_offset_text(ax.yaxis, renderer)
+            try:
+                compute(renderer)
+            finally:
+                ax.yaxis.get_tightbbox = whole_box
             memo["key"] = key
 
     ax._update_title_position = update_title_position
+
+
+def place_offset_text(axis, renderer) -> None:
+    """What ``Axis.get_tightbbox`` does besides measuring (matplotlib 3.10): ticks updated, the axis label and the
+    offset text placed, the offset text's string set."""
+    if not axis.get_visible():
+        return
+    if renderer is None:
+        renderer = axis.get_figure(root=True)._get_renderer()
+    ticks = axis._update_ticks()
+    axis._update_label_position(renderer)
+    tlb1, tlb2 = axis._get_ticklabel_bboxes(ticks, renderer)
+    axis._update_offset_text_position(tlb1, tlb2)
+    axis.offsetText.set_text(axis.major.formatter.get_offset())
 
 
 def memoise_spine_extent(spine) -> None:
