@@ -136,7 +136,11 @@ class _SizeClassFigure:
             cache_text_layout(text)
         # minor ticks carry no label; hidden, their empty label boxes (zero-size points inside the major labels'
         # extent) are no longer measured and unioned in every layout pass
+        ticks_position = ax.xaxis.get_ticks_position()
         ax.tick_params(which="minor", labelbottom=False, labelleft=False)
+        # ...but matplotlib reads the hidden minor labels as ticks in an "unknown" place, and the title's placement
+        # then measures the whole x axis each time instead of taking the axes' top: answer as before hiding them
+        ax.xaxis.get_ticks_position = lambda: ticks_position
 
     def update(self, lay: PlotLayout) -> None:
         ax = self.axes
