@@ -216,7 +216,9 @@ def test_small_nights_merge_into_one_file_per_task_and_month(tmp_path, monkeypat
     assert sorted(zip(one.column("candidate_id").to_pylist(), one.column("task").to_pylist(), strict=True)) == [
         (f"c-{i}", t) for i in (1, 2) for t in ("cv", "wd")]
     assert summarize_catalog(root)["n_rows"] == len(expected)
-    latest = {(c, t): r for r, c, t in expected}  # runs in start order: the last one wins
+    # the runs in the order they ran (run ids of one second do not sort by start): the last one wins
+    latest = {(f"c-{i}", t): o.run_id for o, (ids, _d) in zip(outs, nights, strict=True) for i in ids
+              for t in ("cv", "wd")}
     assert {(r["candidate_id"], r["task"]): r["run_id"] for r in read_current(root).to_pylist()} == latest
     shutil.rmtree(root / "current")  # rebuilt from the month files by `catalog compact`
     compact_root(root)
@@ -245,3 +247,45 @@ def test_a_merge_cut_short_is_recovered_without_loss_or_double(tmp_path, monkeyp
     compact_root(root)
     assert not list(root.rglob("_merging-*"))
     assert _keys(root) == expected
+
+
+def test_a_month_file_without_its_footer_is_repaired_and_its_runs_vetted_again(tmp_path, monkeypatch):
+    """A month file truncated past its footer (the list of its runs gone): `catalog check` names the runs whose rows
+    it held from the month's manifests, `--repair` sets it aside and records each run as short, the counts follow,
+    and the next incremental night vets the lost pairs again into a new month file."""
+    from spec_vetting.catalog.damage import check_root, quarantined_runs
+    from spec_vetting.pipeline.repair import repair_root
+
+    root = tmp_path / "cat"
+    jan = [_night(root, monkeypatch, 0, [0, 1]), _night(root, monkeypatch, 1, [2])]
+    feb = _night(root, monkeypatch, 31, [3])  # another month: untouched by January's damage
+    bad = root / "verdicts" / "2026-01" / "part-month-cv-0.parquet"
+    bad.write_bytes(bad.read_bytes()[:100])
+
+    report = check_root(root)
+    [d] = report.damaged
+    assert d.path == str(bad) and d.task == "cv" and d.runs == tuple(sorted(o.run_id for o in jan))
+    assert all(o.run_id in d.line() for o in jan) and "2026-01" in d.line()
+    assert report.count_mismatches == {(jan[0].run_id, "cv"): (2, 0), (jan[1].run_id, "cv"): (1, 0)}
+    summary = summarize_catalog(root)
+    assert {r["run_id"]: r["verdicts"] for r in summary["runs"]} == {
+        jan[0].run_id: {"wd": {"NO": 2}}, jan[1].run_id: {"wd": {"NO": 1}},
+        feb.run_id: {"cv": {"NO": 1}, "wd": {"NO": 1}}}
+    [reported] = summary["damaged_files"]
+    assert reported["runs"] == list(d.runs) and reported["rows_not_counted"] == 3
+
+    actions = repair_root(root)
+    assert any(str(bad) in a and "2 run(s)" in a for a in actions), actions
+    assert (root / "_quarantine" / bad.relative_to(root)).is_file() and not bad.exists()
+    assert quarantined_runs(root) == {(jan[0].run_id, "cv"), (jan[1].run_id, "cv")}
+    after = check_root(root)
+    assert not after.damaged and set(after.count_mismatches) == quarantined_runs(root)  # explained by the record
+    assert {(r["candidate_id"], r["task"]) for r in read_current(root).to_pylist()} == {
+        (f"c-{i}", t) for i in range(4) for t in ("cv", "wd")} - {("c-0", "cv"), ("c-1", "cv"), ("c-2", "cv")}
+
+    again = _night(root, monkeypatch, 2, [0, 1, 2], incremental=True)
+    assert again.summary["n_verdicts"] == 3  # only the lost cv pairs
+    assert sorted(pq.read_table(bad, columns=["candidate_id"]).column(0).to_pylist()) == ["c-0", "c-1", "c-2"]
+    assert not check_root(root).damaged
+    assert {(r["candidate_id"], r["task"]) for r in read_current(root).to_pylist()} == {
+        (f"c-{i}", t) for i in range(4) for t in ("cv", "wd")}

@@ -121,9 +121,17 @@ def test_a_run_on_a_damaged_root_finishes_and_a_failed_update_is_recorded(health
     assert f"FAILED run {latest}" in log and str(cur) in log
 
 
-def test_check_finds_the_damage_and_repair_lets_the_next_run_fill_it(healthy, tmp_path):
+@pytest.mark.parametrize("layout", ["month files", "own files"])
+def test_check_finds_the_damage_and_repair_lets_the_next_run_fill_it(healthy, tmp_path, layout):
+    """The default layout merges the small run into its month's files; `--no-merge-small-nights` keeps its own."""
     root, env = _copy(healthy, tmp_path)
     _, _, job = healthy
+    if layout == "own files":
+        shutil.rmtree(root)
+        r = _run(["run", job, "--out", root, "--no-merge-small-nights"], env)
+        assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in (root / "verdicts").rglob("*.parquet"))
+    assert all(n.startswith("part-month-") == (layout == "month files") for n in names), names
     r = _run(["catalog", "check", root], env)
     assert r.returncode == 0, r.stdout + r.stderr
     bad = _truncate(root)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import CURRENT_DIR, PICTURES_DIR, PICTURES_SCHEMA, TABLES
+from .schema import CURRENT_DIR, MONTH_FILE_PREFIX, PICTURES_DIR, PICTURES_SCHEMA, TABLES
 
 #: every folder of compacted files a root holds; pictures are a cache of re-renderable PNGs (store_pictures)
 CHECKED = (*TABLES, CURRENT_DIR, PICTURES_DIR)
@@ -27,6 +27,8 @@ REPAIR_HINT = ("run `spec-vet catalog check {root} --repair`: it moves damaged f
 
 #: the compacted file name ``part-<run_id>-<task>-<k>.parquet``; run ids hold no '-' after their digest part
 _PART_NAME = re.compile(r"^part-(?P<run_id>\d{8}T\d{6}Z-[0-9a-f]+(?:-[0-9a-f]{4})?)-(?P<task>.+)-\d+\.parquet$")
+#: a month file of small nights' rows, ``<table>/<YYYY-MM>/part-month-<task>-<k>.parquet`` (pipeline.rollup)
+_MONTH_NAME = re.compile(rf"^{MONTH_FILE_PREFIX}(?P<task>.+)-\d+\.parquet$")
 
 _MAGIC = b"PAR1"
 
@@ -43,9 +45,23 @@ class DamagedFile:
     reason: str
     run_id: str | None = None
     task: str | None = None
+    #: a month file's runs (small nights merged into one file per task and month), as far as they can be told
+    month_runs: tuple[str, ...] | None = None
+
+    @property
+    def runs(self) -> tuple[str, ...]:
+        """The runs whose rows the file held (empty when they cannot be told)."""
+        return self.month_runs if self.month_runs is not None else ((self.run_id,) if self.run_id else ())
 
     def line(self) -> str:
-        held = f" (rows of run {self.run_id}, task {self.task})" if self.run_id else ""
+        if self.month_runs is not None:
+            month = Path(self.path).parent.name
+            shown = ", ".join(self.month_runs[:4]) + (f" and {len(self.month_runs) - 4} more"
+                                                       if len(self.month_runs) > 4 else "")
+            held = (f" (rows of {len(self.month_runs)} run(s) of {month}, task {self.task}: {shown})"
+                    if self.month_runs else f" (rows of task {self.task} in {month}; which runs cannot be told)")
+        else:
+            held = f" (rows of run {self.run_id}, task {self.task})" if self.run_id else ""
         return f"damaged file {self.path}{held}: {self.reason}"
 
 
@@ -129,6 +145,9 @@ def describe(path: str | os.PathLike, table: str, reason: str, run_ids: list[str
     """A :class:`DamagedFile`, with the run and task read from a compacted file's name (``run_ids``: the runs
     under the root, for run ids that do not follow the pipeline's own pattern)."""
     name = Path(path).name
+    month = _MONTH_NAME.match(name)
+    if month and table != CURRENT_DIR:
+        return DamagedFile(str(path), table, reason, None, month["task"], month_file_runs(path, month["task"]))
     for run_id in sorted(run_ids, key=len, reverse=True):
         if name.startswith(f"part-{run_id}-"):
             task = name[len(f"part-{run_id}-"):].removesuffix(".parquet").rsplit("-", 1)[0]
@@ -139,6 +158,36 @@ def describe(path: str | os.PathLike, table: str, reason: str, run_ids: list[str
     if table == CURRENT_DIR:
         return DamagedFile(str(path), table, reason, None, Path(path).stem)
     return DamagedFile(str(path), table, reason)
+
+
+def month_file_runs(path: str | os.PathLike, task: str) -> tuple[str, ...]:
+    """The runs whose rows a damaged month file (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``) held:
+    the list in its footer when that still reads; otherwise the finished runs of that month with rows of ``task``
+    whose own compacted file is gone and that no sound month file of the task names (a run is merged only once it
+    has finished, and merging removes its own file)."""
+    from .read import list_runs, merged_runs
+
+    path = Path(path)
+    if footer_damage(path) is None:
+        listed = merged_runs(path)
+        if listed is not None:
+            return tuple(sorted(listed))
+    folder, table_dir = path.parent, path.parent.parent
+    elsewhere: set[str] = set()
+    for sibling in folder.glob(f"{MONTH_FILE_PREFIX}{task}-*.parquet"):
+        if sibling != path and footer_damage(sibling) is None:
+            elsewhere |= merged_runs(sibling) or set()
+    out = []
+    for run in list_runs(table_dir.parent):
+        run_id, run_date = run["run_id"], str(run.get("run_date") or "")
+        if (run.get("status") != "finished" or not run_date.startswith(folder.name) or run_id in elsewhere
+                or task not in ((run.get("counts") or {}).get("verdicts_by_task") or {})):
+            continue
+        own = table_dir / run_date
+        if own.is_dir() and any(own.glob(f"part-{run_id}-{task}-*.parquet")):
+            continue
+        out.append(run_id)
+    return tuple(sorted(out))
 
 
 def split_readable(files: list[str], table: str, run_ids: list[str] = ()) -> tuple[list[str], list[DamagedFile]]:
@@ -239,7 +288,7 @@ def rows_not_counted(root: str | os.PathLike, damaged: list[DamagedFile]) -> dic
     whose files are damaged."""
     from .read import count_by, list_runs
 
-    wanted = {(d.run_id, d.task) for d in damaged if d.table == "verdicts" and d.run_id}
+    wanted = {(run_id, d.task) for d in damaged if d.table == "verdicts" for run_id in d.runs}
     if not wanted:
         return {}
     readable = count_by(root, "verdicts", ["run_id", "task"])

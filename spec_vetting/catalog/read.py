@@ -20,7 +20,15 @@ import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
 from .damage import split_readable
-from .schema import CURRENT_DIR, LATEST_FILE, MANIFEST_FILE, PARTITION_SCHEMA, RUNS_DIR, file_schema
+from .schema import (
+    CURRENT_DIR,
+    LATEST_FILE,
+    MANIFEST_FILE,
+    MONTH_FILE_PREFIX,
+    PARTITION_SCHEMA,
+    RUNS_DIR,
+    file_schema,
+)
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
 
@@ -48,8 +56,6 @@ def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list
     return split_readable(new, table)[0], split_readable(old, table)[0]
 
 
-#: a month's file of small nights' rows (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``)
-MONTH_FILE_PREFIX = "part-month-"
 #: footer key of a month file: JSON list of the run ids whose rows it holds
 MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
 
@@ -305,7 +311,8 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     damaged = damaged_files(root)
     # a run with a damaged verdict file, or one set aside by `catalog check --repair`, is counted from what can be
     # read, not from its manifest (a damaged file whose run cannot be told: every run so)
-    hit = {d.run_id for d in damaged if d.table == "verdicts"} | {r for r, _t in quarantined_runs(root)}
+    hit = ({r for d in damaged if d.table == "verdicts" for r in d.runs or (None,)}
+           | {r for r, _t in quarantined_runs(root)})
     counts: dict[str, dict[str, dict[str, int]]] = {}
     errors: dict[str, dict[str, int]] = {}
     counted: dict[str, str] = {}
@@ -339,7 +346,9 @@ def summarize_catalog(root: str | os.PathLike) -> dict:
     missing = rows_not_counted(root, damaged)
     return {
         "damaged_files": [{"path": d.path, "table": d.table, "reason": d.reason, "run_id": d.run_id, "task": d.task,
-                           "rows_not_counted": missing.get((d.run_id, d.task)) if d.table == "verdicts" else None}
+                           "runs": list(d.runs),
+                           "rows_not_counted": sum(missing.get((r, d.task), 0) for r in d.runs)
+                           if d.table == "verdicts" and d.runs else None}
                           for d in damaged],
         "root": str(root),
         "latest_run_id": latest_run_id(root),

@@ -49,6 +49,8 @@ TABLES = ("verdicts", "turns")
 #: PNG bytes by sha256 (only with store_pictures) and the current view
 PICTURES_DIR = "pictures"
 CURRENT_DIR = "current"
+#: a month's file of small nights' rows (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``)
+MONTH_FILE_PREFIX = "part-month-"
 #: a running run's shard files, under ROOT/_runs/<run_id>/
 PARTS_DIR = "parts"
 

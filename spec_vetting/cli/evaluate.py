@@ -66,7 +66,7 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
         run_id, table = load_labelled_table(root, run_id, labels_file)
     except SpecVettingError as exc:
         raise click.ClickException(str(exc)) from exc
-    ours = [d for d in damaged if d.table == "verdicts" and d.run_id in (None, run_id)]
+    ours = [d for d in damaged if d.table == "verdicts" and (not d.runs or run_id in d.runs)]
     if ours and not skip_damaged:
         raise click.ClickException(
             f"{len(ours)} verdict file(s) of run {run_id} are damaged (named above): metrics without their rows "

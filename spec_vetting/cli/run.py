@@ -89,7 +89,8 @@ JOB_OPTIONS = [
     _job_option("incremental", "--incremental/--no-incremental",
                 help="Skip pairs vetted in earlier runs under --out (same engine, model and prompt version)."),
     _job_option("merge_small_nights", "--merge-small-nights/--no-merge-small-nights",
-                help="When the run finishes, merge its small files into one file per table, task and month."),
+                help="When the run finishes, merge its small files (under 16 MB) into one file per table, task "
+                     "and month (default on; --no-merge-small-nights keeps each run's own files)."),
     _job_option("store_pictures", "--store-pictures/--no-store-pictures",
                 help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
     _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",

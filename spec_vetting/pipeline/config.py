@@ -248,10 +248,10 @@ class JobConfig(_Strict):
         "with the same engine, model and prompt version",
     )
     merge_small_nights: bool = Field(
-        False,
-        description="when a run finishes, move its small compacted files into one file per table, task and month "
-        "(ROOT/<table>/<YYYY-MM>/part-month-*); off by default: `catalog check --repair` does not yet repair a "
-        "damaged month file",
+        True,
+        description="when a run finishes, move its compacted files under 16 MB into one file per table, task and "
+        "month (ROOT/<table>/<YYYY-MM>/part-month-*), so a year of small nights stays a few files; false keeps "
+        "every run's own files",
     )
     store_pictures: bool = Field(
         False,

@@ -9,6 +9,11 @@ recorded in ``ROOT/_quarantine/repairs.jsonl``. Then:
 - a ``current/`` file is rebuilt from every run's readable verdicts;
 - otherwise the rows are gone: current/ is rebuilt from the readable verdicts, so a pair whose only answer was in
   the damaged file is no longer vetted, and ``spec-vet run --incremental`` inspects it again.
+
+A month file (small nights' rows merged into ``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``) holds rows
+of finished runs whose parts are gone, so it is never rebuilt: its rows are lost, and one record per run it held
+(from its footer, or told from the month's manifests when the footer is gone) says so, which is what ``catalog
+check`` and ``catalog summary`` read to explain the shortfall. The next merge of that month starts a new file.
 """
 
 from __future__ import annotations
@@ -66,6 +71,25 @@ def _rebuild_from_parts(root: Path, run_id: str) -> bool:
     return True
 
 
+def _lost_outcome(table: str) -> str:
+    if table == "verdicts":
+        return "rows lost: their pairs are vetted again by the next `spec-vet run --incremental`"
+    if table == "turns":
+        return "trajectories lost: the verdict rows stay, without their turns"
+    return "quarantined"
+
+
+def _month_file_lost(root: Path, d: DamagedFile, dest: Path) -> str:
+    """Record a quarantined month file's rows as lost, once per run it held; one line for the actions."""
+    outcome = _lost_outcome(d.table)
+    base = {"at": utcnow(), "path": d.path, "moved_to": str(dest), "table": d.table, "task": d.task,
+            "damage": d.reason, "outcome": outcome, "month_file": True}
+    for run_id in d.month_runs or (None,):
+        _record(root, {**base, "run_id": run_id})
+    held = f"{len(d.month_runs)} run(s)" if d.month_runs else "runs that cannot be told"
+    return f"{d.path} -> {dest}: {outcome} (a month file: rows of {held}, task {d.task})"
+
+
 def repair_root(root) -> list[str]:
     """Quarantine every damaged file under ``root`` and rebuild what can be rebuilt; one line per action."""
     root = Path(root)
@@ -74,16 +98,17 @@ def repair_root(root) -> list[str]:
     rebuilt: set[str] = set()
     for d in report.damaged:
         dest = quarantine(root, d)
+        if d.month_runs is not None:
+            actions.append(_month_file_lost(root, d, dest))
+            continue
         outcome = "quarantined"
         if d.table in ("verdicts", "turns") and d.run_id and d.run_id not in rebuilt:
             if _rebuild_from_parts(root, d.run_id):
                 rebuilt.add(d.run_id)
         if d.run_id in rebuilt:
             outcome = "rebuilt from the run's parts"
-        elif d.table == "verdicts":
-            outcome = "rows lost: their pairs are vetted again by the next `spec-vet run --incremental`"
-        elif d.table == "turns":
-            outcome = "trajectories lost: the verdict rows stay, without their turns"
+        elif d.table in ("verdicts", "turns"):
+            outcome = _lost_outcome(d.table)
         elif d.table == PICTURES_DIR:
             outcome = "stored pictures lost: they are drawn again from their references and checked by sha256"
         else:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from ..catalog.current import write_row_groups_atomic
-from ..catalog.read import MERGED_RUNS_KEY, MONTH_FILE_PREFIX, merged_runs, parquet_dataset, scan_batches
-from ..catalog.schema import TABLES, file_schema, lengths_in, with_reader_metadata
+from ..catalog.read import MERGED_RUNS_KEY, merged_runs, parquet_dataset, scan_batches
+from ..catalog.schema import MONTH_FILE_PREFIX, TABLES, file_schema, lengths_in, with_reader_metadata
 
 log = logging.getLogger(__name__)
 
