@@ -20,6 +20,7 @@ drawn. Callers serialise drawing (see :mod:`spec_vetting.render.fast`); the cach
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import OrderedDict
 
@@ -149,5 +150,15 @@ def cache_text_layout(text) -> None:
         bbox, info, descent = found
         return bbox.frozen(), list(info), descent
 
+    full_cm_set = text._cm_set
+
+    def cm_set(**kwargs):
+        # Text.draw sets the wrapped string for the duration of the draw; unwrapped, that is the string it holds,
+        # and setting it again changes nothing drawn (only matplotlib's stale flags, which nothing here reads)
+        if kwargs.keys() == {"text"} and not text.get_wrap() and kwargs["text"] == text.get_text():
+            return contextlib.nullcontext()
+        return full_cm_set(**kwargs)
+
     text._get_layout = get_layout
+    text._cm_set = cm_set
     text._layout_cache_installed = True
