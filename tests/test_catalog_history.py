@@ -289,3 +289,20 @@ def test_a_month_file_without_its_footer_is_repaired_and_its_runs_vetted_again(t
     assert not check_root(root).damaged
     assert {(r["candidate_id"], r["task"]) for r in read_current(root).to_pylist()} == {
         (f"c-{i}", t) for i in range(4) for t in ("cv", "wd")}
+
+
+def test_a_full_month_file_is_left_and_the_next_one_started(tmp_path, monkeypatch):
+    """A month file past MONTH_BYTES takes no more runs (a night's merge rewrites only the file it joins): the next
+    night starts part-month-<task>-1; every row is read once and `catalog check` agrees with the manifests."""
+    from spec_vetting.catalog.damage import check_root
+
+    monkeypatch.setattr(rollup, "MONTH_BYTES", 1)  # any file is full: one run per month file
+    root = tmp_path / "cat"
+    outs = [_night(root, monkeypatch, day, [day, day + 10]) for day in range(3)]
+    for table in ("verdicts", "turns"):
+        names = sorted(p.name for p in (root / table / "2026-01").glob("*.parquet"))
+        assert names == sorted(f"part-month-{t}-{k}.parquet" for t in ("cv", "wd") for k in range(3)), names
+    assert _keys(root) == sorted((o.run_id, f"c-{i}", t) for o, d in zip(outs, range(3), strict=True)
+                                 for i in (d, d + 10) for t in ("cv", "wd"))
+    report = check_root(root)
+    assert report.ok, report.lines()
