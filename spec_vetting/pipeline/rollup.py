@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: a run's compacted file at most this big is merged into its month's file
 SMALL_BYTES = 16 << 20
 #: a month's file takes runs until it reaches this size, then the next one starts. Each merge rewrites the month's
-#: file, so this bounds a night's merge: 1.9 / 3.9 CPU s into a 16 / 64 MB file of 1M verdict rows (RESULTS.md,
+#: file, so this bounds a night's merge: 1.9 / 3.9 / 11.1 CPU s into a 16 / 64 / 253 MB file (RESULTS.md,
 #: issue 28); at 512 MB a month of 16 MB nights would rewrite ~0.5 GB every night
 MONTH_BYTES = 64 << 20
 MONTH_PREFIX = MONTH_FILE_PREFIX
