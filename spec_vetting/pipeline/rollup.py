@@ -35,14 +35,13 @@ SMALL_BYTES = 16 << 20
 #: file, so this bounds a night's merge: 1.9 / 3.9 / 11.1 CPU s into a 16 / 64 / 253 MB file (RESULTS.md,
 #: issue 28); at 512 MB a month of 16 MB nights would rewrite ~0.5 GB every night
 MONTH_BYTES = 64 << 20
-MONTH_PREFIX = MONTH_FILE_PREFIX
 HIDDEN_PREFIX = "_merging-"
 
 
 def month_files(root, table: str, run_date: str) -> list[Path]:
     """The month files of ``table`` for the month of ``run_date``."""
     folder = Path(root) / table / run_date[:7]
-    return sorted(folder.glob(f"{MONTH_PREFIX}*.parquet")) if folder.is_dir() else []
+    return sorted(folder.glob(f"{MONTH_FILE_PREFIX}*.parquet")) if folder.is_dir() else []
 
 
 def merged_into_month(root, run_id: str, run_date: str) -> bool:
@@ -58,7 +57,7 @@ def _month_target(root: Path, table: str, run_date: str, task: str) -> Path:
     folder = root / table / run_date[:7]
     k = 0
     # a full month file, or a damaged one (left for `catalog check` to set aside): the next one
-    while (p := folder / f"{MONTH_PREFIX}{task}-{k}.parquet").is_file() and (
+    while (p := folder / f"{MONTH_FILE_PREFIX}{task}-{k}.parquet").is_file() and (
             p.stat().st_size >= MONTH_BYTES or merged_runs(p) is None):
         k += 1
     return p
