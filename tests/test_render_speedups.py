@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.font_manager import FontProperties
 from PIL import Image
 
-from spec_vetting.render import batched_axis, fast, plan, render_spectrum, text_renderer
+from spec_vetting.render import batched_axis, fast, plan, png, render_spectrum, text_renderer
 from spec_vetting.render.png import encode_png
 from spec_vetting.render.text_renderer import TextCachingRendererAgg
 
@@ -39,7 +40,10 @@ def _spectrum(n: int = 500, lo: float = 6000.0, hi: float = 7000.0, seed: int = 
     return w, f
 
 
-def test_png_writer_round_trips_opaque_and_translucent_buffers():
+@pytest.mark.parametrize("deflate", ["installed", "zlib"])
+def test_png_writer_round_trips_opaque_and_translucent_buffers(deflate, monkeypatch):
+    if deflate == "zlib":  # the fallback where ISA-L has no wheel
+        monkeypatch.setattr(png, "_deflate", zlib.compress)
     rng = np.random.default_rng(0)
     rgba = rng.integers(0, 256, size=(37, 53, 4), dtype=np.uint8)
     rgba[..., 3] = 255
@@ -50,6 +54,20 @@ def test_png_writer_round_trips_opaque_and_translucent_buffers():
     with Image.open(io.BytesIO(encode_png(rgba))) as im:
         assert im.mode == "RGBA"
         assert np.array_equal(np.asarray(im), rgba)
+
+
+def test_a_rendered_picture_decodes_to_the_same_pixels_through_either_deflate(monkeypatch):
+    from spec_vetting.render import direct
+
+    w = np.linspace(3700.0, 9100.0, 3900)
+    f = np.abs(np.random.default_rng(3).normal(200.0, 50.0, 3900))
+    rgba = np.array(direct.draw_rgba(plan(w, f, None)))
+    fast_png = png.encode_png(rgba)
+    monkeypatch.setattr(png, "_deflate", zlib.compress)
+    zlib_png = png.encode_png(rgba)
+    for data in (fast_png, zlib_png):
+        with Image.open(io.BytesIO(data)) as im:
+            assert np.array_equal(np.asarray(im.convert("RGBA")), rgba)
 
 
 @pytest.mark.parametrize("angle", [0.0, 90.0])
@@ -191,3 +209,20 @@ def test_lean_tick_update_places_ticks_as_matplotlib_does(views):
             want = want_axis._update_ticks()
             assert _tick_state(got_axis, got) == _tick_state(want_axis, want)
             assert all(t.get_loc() == p for t in got for p in [_tick_state(got_axis, [t])[0][1]])
+
+
+def test_the_first_picture_resized_from_remembered_pixels_equals_the_decoded_route():
+    """model_picture takes a just-drawn picture's pixels from the PNG writer instead of decoding the PNG: the
+    resized picture must be byte-identical to the one made by decoding it (the route training took)."""
+    from spec_vetting.render.model_picture import first_picture_as_trained
+
+    w = np.linspace(3700.0, 9100.0, 3900)
+    f = np.abs(np.random.default_rng(4).normal(200.0, 50.0, 3900))
+    drawn = render_spectrum(w, f)
+    assert png.pixels_of(drawn) is not None
+    from_pixels = first_picture_as_trained.__wrapped__(drawn)
+    png._RECENT.clear()
+    assert png.pixels_of(drawn) is None
+    assert first_picture_as_trained.__wrapped__(drawn) == from_pixels
+    with Image.open(io.BytesIO(from_pixels)) as im:
+        assert im.size != Image.open(io.BytesIO(drawn)).size  # it was resized (the case worth checking)

@@ -208,6 +208,7 @@ class _Templates:
         self.y_minor = AutoMinorLocator()
         self.y_minor.set_axis(self.y_stub)
         self._y_locators: dict[int, MaxNLocator] = {}
+        self._ticks: OrderedDict = OrderedDict()
         self._x_locators: dict[float, MultipleLocator] = {}
         self.tick_label_size = 10.0
         self.markers = {}
@@ -223,6 +224,39 @@ class _Templates:
         # text metrics depend on the dpi only: one small renderer measures for every picture
         self.measuring = TextCachingRendererAgg(1, 1, self.dpi)
 
+    def ticks_for(self, view_x, view_y, x_major: float, x_minor: float, nbins: int) -> tuple:
+        """The drawn ticks, major labels and offset texts of both axes for these limits and tick settings.
+
+        A picture asks three times (two layout passes and the draw) and mostly for the same answer: the last few
+        are kept.
+        """
+        key = (view_x, view_y, x_major, x_minor, nbins)
+        found = self._ticks.get(key)
+        if found is None:
+            found = self._ticks[key] = (*self._axis_ticks(self.x_major_formatter, self.x_stub, view_x,
+                                                          self.x_locator(x_major), self.x_locator(x_minor)),
+                                        *self._axis_ticks(self.y_major_formatter, self.y_stub, view_y,
+                                                          self.y_locator(nbins), self.y_minor))
+            while len(self._ticks) > 4:
+                self._ticks.popitem(last=False)
+        return found
+
+    @staticmethod
+    def _axis_ticks(formatter, stub: _AxisStub, view, major_locator, minor_locator) -> tuple:
+        """Axis._update_ticks for one axis: every major tick formatted (the formatter's offset depends on all of
+        them), then those inside the view kept; minor ticks where no major one is."""
+        stub.view = view
+        major_all = major_locator.tick_values(*view)
+        stub.major_locs = major_all
+        minor_all = np.asarray(minor_locator() if isinstance(minor_locator, AutoMinorLocator)
+                               else minor_locator.tick_values(*view))
+        minor_all = _minor(minor_all, major_all, view)
+        labels = formatter.format_ticks(major_all)
+        offset = formatter.get_offset()
+        keep = _drawn(major_all, view)
+        kept_labels = [s for s, k in zip(labels, keep.tolist(), strict=True) if k]
+        return major_all[keep], kept_labels, offset, minor_all[_drawn(minor_all, view)]
+
     def x_locator(self, step: float) -> MultipleLocator:
         loc = self._x_locators.get(step)
         if loc is None:
@@ -236,7 +270,9 @@ class _Templates:
         return loc
 
     def renderer(self, width: float, height: float) -> TextCachingRendererAgg:
-        key = (width, height)
+        """An Agg renderer of this pixel size. Agg's canvas is the whole pixels; the fractional size is what Text
+        flips its y by (``get_canvas_width_height``), so one canvas serves every size that truncates to it."""
+        key = (int(width), int(height))
         r = self.renderers.get(key)
         if r is None:
             r = self.renderers[key] = TextCachingRendererAgg(width, height, self.dpi)
@@ -244,6 +280,7 @@ class _Templates:
                 self.renderers.popitem(last=False)
         else:
             self.renderers.move_to_end(key)
+        r.width, r.height = width, height
         return r
 
 
@@ -307,32 +344,13 @@ class _AxesState:
         self.y_trans = _blend(self.ta, self.td)
         self.view_x, self.view_y = view_x, view_y
 
-        # x ticks: the trained tick table (MultipleLocator) and matplotlib's formatter
-        t.x_stub.view = view_x
-        x_major_all = t.x_locator(x_major).tick_values(*view_x)
-        x_minor_all = _minor(t.x_locator(x_minor).tick_values(*view_x), x_major_all, view_x)
-        x_labels = t.x_major_formatter.format_ticks(x_major_all)
-        self.x_offset_text = t.x_major_formatter.get_offset()
-        keep = _drawn(x_major_all, view_x)
-        self.x_major = x_major_all[keep]
-        self.x_labels = [s for s, k in zip(x_labels, keep.tolist(), strict=True) if k]
-        self.x_minor = x_minor_all[_drawn(x_minor_all, view_x)]
-
-        # y ticks: AutoLocator, whose bin count follows the axes height
+        # y ticks come from AutoLocator, whose bin count follows the axes height
         ends = (_apply(self.ta, 0.0, 0.0), _apply(self.ta, 0.0, 1.0))
         length = ((ends[1][1] - ends[0][1]) / dpi) * 72
         space = int(np.floor(length / (t.tick_label_size * 2)))
         nbins = int(np.clip(space, max(1, t.y_auto._min_n_ticks - 1), 9))
-        t.y_stub.view = view_y
-        y_major_all = t.y_locator(nbins).tick_values(*view_y)
-        t.y_stub.major_locs = y_major_all
-        y_minor_all = _minor(np.asarray(t.y_minor()), y_major_all, view_y)
-        y_labels = t.y_major_formatter.format_ticks(y_major_all)
-        self.y_offset_text = t.y_major_formatter.get_offset()
-        keep = _drawn(y_major_all, view_y)
-        self.y_major = y_major_all[keep]
-        self.y_labels = [s for s, k in zip(y_labels, keep.tolist(), strict=True) if k]
-        self.y_minor = y_minor_all[_drawn(y_minor_all, view_y)]
+        (self.x_major, self.x_labels, self.x_offset_text, self.x_minor, self.y_major, self.y_labels,
+         self.y_offset_text, self.y_minor) = t.ticks_for(view_x, view_y, x_major, x_minor, nbins)
         for locs, along, length_px in ((self.x_major, 0, x1 - x0), (self.x_minor, 0, x1 - x0),
                                         (self.y_major, 1, y1 - y0), (self.y_minor, 1, y1 - y0)):
             view = view_x if along == 0 else view_y
@@ -539,13 +557,14 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
     title_box = ax.title_box(t, lay.title, renderer, full=True)  # raises where the title would move
     del title_box
 
-    renderer.clear()
-    np.asarray(renderer.buffer_rgba())[...] = 255  # the figure patch: opaque white, unantialiased, every pixel
+    # the figure patch: opaque white, unantialiased, over every pixel (a reused canvas needs no clearing first)
+    np.asarray(renderer.buffer_rgba())[...] = 255
     agg = renderer._renderer
     clip = Bbox([[ax.clip[0], ax.clip[1]], [ax.clip[2], ax.clip[3]]])
 
-    _draw_axis(t, renderer, agg, ax, "x", clip)
-    _draw_axis(t, renderer, agg, ax, "y", clip)
+    text_gc = _text_gc()
+    _draw_axis(t, renderer, agg, ax, "x", clip, text_gc)
+    _draw_axis(t, renderer, agg, ax, "y", clip, text_gc)
 
     # the spectrum
     line = t.line
@@ -585,12 +604,12 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
     gc.set_snap(patch.get_snap())
     gc.set_alpha(patch._alpha)
     agg.draw_path(gc, patch.get_path(), box_m, patch._facecolor if patch._facecolor[3] else None)
-    _draw_text(renderer, t.stats, lay.stats_text, sx, sy, height, layout)
+    _draw_text(renderer, text_gc, t.stats, lay.stats_text, sx, sy, height, layout)
 
     # the title
     if lay.title:
         tx, ty = _apply(ax.title_trans, 0.5, 1.0)
-        _draw_text(renderer, t.title, lay.title, tx, ty, height)
+        _draw_text(renderer, text_gc, t.title, lay.title, tx, ty, height)
     return np.asarray(renderer.buffer_rgba())
 
 
@@ -602,19 +621,19 @@ def _text_gc() -> GraphicsContextBase:
     return gc
 
 
-def _draw_text(renderer, kind: _TextKind, s: str, x: float, y: float, canvas_height: float, layout=None) -> None:
-    """Text.draw: each line at the anchor plus its offset, flipped, through the caching renderer."""
+def _draw_text(renderer, gc, kind: _TextKind, s: str, x: float, y: float, canvas_height: float, layout=None) -> None:
+    """Text.draw: each line at the anchor plus its offset, flipped, through the caching renderer (``gc``: every
+    text's context is the same, black and unclipped, so one serves them all)."""
     if not s:
         return
     if layout is None:
         layout = kind.layout(s, renderer)
     lines = layout[4]
-    gc = _text_gc()
     for line, dx, dy in lines:
         renderer.draw_text(gc, dx + x, canvas_height - (dy + y), line, kind.prop, kind.angle)
 
 
-def _draw_axis(t: _Templates, renderer, agg, ax: _AxesState, which: str, clip: Bbox) -> None:
+def _draw_axis(t: _Templates, renderer, agg, ax: _AxesState, which: str, clip: Bbox, text_gc) -> None:
     """One axis as the batched axis draws it: per kind, grid lines in one path, tick marks in one call, labels."""
     height = renderer.height
     along_x = which == "x"
@@ -655,10 +674,10 @@ def _draw_axis(t: _Templates, renderer, agg, ax: _AxesState, which: str, clip: B
             labels = ax.x_labels if along_x else ax.y_labels
             anchors = ax.x_anchors if along_x else ax.y_anchors
             for s, (x, y) in zip(labels, anchors, strict=True):
-                _draw_text(renderer, kind, s, x, y, height)
+                _draw_text(renderer, text_gc, kind, s, x, y, height)
     if along_x:
-        _draw_text(renderer, t.x_label, style.X_LABEL, *ax.x_label_anchor, height)
-        _draw_text(renderer, t.x_offset, ax.x_offset_text, *ax.x_offset_anchor, height)
+        _draw_text(renderer, text_gc, t.x_label, style.X_LABEL, *ax.x_label_anchor, height)
+        _draw_text(renderer, text_gc, t.x_offset, ax.x_offset_text, *ax.x_offset_anchor, height)
     else:
-        _draw_text(renderer, t.y_label, style.Y_LABEL, *ax.y_label_anchor, height)
-        _draw_text(renderer, t.y_offset, ax.y_offset_text, *ax.y_offset_anchor, height)
+        _draw_text(renderer, text_gc, t.y_label, style.Y_LABEL, *ax.y_label_anchor, height)
+        _draw_text(renderer, text_gc, t.y_offset, ax.y_offset_text, *ax.y_offset_anchor, height)

@@ -218,4 +218,4 @@ def render_png(lay: PlotLayout) -> bytes:
             rgba = draw_with_figure(lay)
         # the scanlines are a copy: the renderer's buffer is overwritten by the next picture
         rows, colour_type = png_rows(rgba)
-    return encode_rows(rows, colour_type)
+    return encode_rows(rows, colour_type, remember=True)

@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..errors import RenderError
-from .png import encode_png
+from .png import encode_png, pixels_of
 from .tokens import smart_resize
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,13 @@ def first_picture_as_trained(png: bytes) -> bytes:
     _check_pillow()
     if not png.startswith(PNG_SIGNATURE):
         return png
+    pixels = pixels_of(png)
+    if pixels is not None and pixels.shape[2] == 3:  # drawn here a moment ago, opaque: no decoding
+        rgb = Image.fromarray(pixels, "RGB")
+        height, width = smart_resize(rgb.height, rgb.width)
+        if (width, height) == rgb.size:
+            return png
+        return encode_png(np.asarray(rgb.resize((width, height), Image.Resampling.BICUBIC)))
     try:
         with Image.open(io.BytesIO(png)) as img:
             img.load()
