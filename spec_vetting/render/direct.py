@@ -92,7 +92,10 @@ def _union(boxes) -> tuple[float, float, float, float]:
 
 
 def _grid_position(left, bottom, right, top) -> tuple[float, float, float, float]:
-    """The one subplot's box in figure fractions, as GridSpec.get_grid_positions computes it for a 1x1 grid."""
+    """The one subplot's box in figure fractions, as GridSpec.get_grid_positions computes it for a 1x1 grid.
+
+    Its steps are kept (the division by 1 + wspace*0, the cumulative sum from 0) because ``top - (top - bottom)``
+    is not always ``bottom``: the box must carry matplotlib's roundings, not the exact values."""
     cell_h = (top - bottom) / (1 + 0.2 * 0)
     cell_w = (right - left) / (1 + 0.2 * 0)
     tops_bottoms = top - np.cumsum(np.column_stack([[0], [cell_h * 1 / 1]]).flat)
@@ -554,8 +557,7 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
     width, height = canvas[2] - canvas[0], canvas[3] - canvas[1]
     renderer = t.renderer(width, height)
     ax = _AxesState(t, fig_m, pos, view_x, view_y, lay.x_major, lay.x_minor, renderer)
-    title_box = ax.title_box(t, lay.title, renderer, full=True)  # raises where the title would move
-    del title_box
+    ax.title_box(t, lay.title, renderer, full=True)  # only for its check: raises where the title would move
 
     # the figure patch: opaque white, unantialiased, over every pixel (a reused canvas needs no clearing first)
     np.asarray(renderer.buffer_rgba())[...] = 255
