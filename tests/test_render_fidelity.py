@@ -1,9 +1,12 @@
-"""The fast renderer reproduces the pictures the model was trained on, pixel for pixel.
+"""The renderers reproduce the pictures the model was trained on, pixel for pixel.
 
-The oracle is ../shared/reference/renders_mpl3105: the upstream Spec-o3 plotting routine and the tool's savefig,
-run under matplotlib 3.10.5 (the training environment's pin). Every case must have the reference's pixel size and
-the same RGB values (mean absolute difference 0). The straightforward pyplot routine the other render tests use as
-a yardstick (benchmarks/render/baseline.py) is held to the same references here.
+The oracle is ../shared/reference: the upstream Spec-o3 plotting routine and the tool's savefig, run under
+matplotlib 3.10.5 (the training environment's pin): the 80 cases of renders_mpl3105 and the 285 edge views of
+renders_mpl3105_edges (sub-Ångström windows, 2-3-point windows, the ends of the coverage, offset texts, constant
+flux, empty and long titles). Every case must have the reference's pixel size and the same RGB values, through
+render_spectrum (the direct renderer, the figure where it refuses) and through the figure renderer alone. The plain
+pyplot routine the generated-view tests use as their oracle (benchmarks/render/baseline.py) is held to the same
+references here.
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from spec_vetting.render import render_spectrum
+from spec_vetting.render import fast, plan, render_spectrum
 
 REPO = Path(__file__).resolve().parents[1]
 RENDERS = "renders_mpl3105"  # renders/ (matplotlib 3.11.2) is superseded: not what the model saw
+EDGES = "renders_mpl3105_edges"
 # the baseline builds a figure per picture (~0.5 s CPU, tens of seconds for a one-point window): a sample covering
 # every size class, a NaN/unsorted input, a title and a real spectrum, instead of all 80
 BASELINE_SAMPLE = (
@@ -47,9 +51,7 @@ def _mad(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a[:h, :w] - b[:h, :w]).mean())
 
 
-@pytest.fixture(scope="module")
-def cases(reference_dir):
-    renders = reference_dir / RENDERS
+def _load(renders: Path):
     index = json.loads((renders / "index.json").read_text())
     arrays = {}
     for case in index:
@@ -57,6 +59,20 @@ def cases(reference_dir):
             with np.load(renders / f"{case['spectrum']}.npz") as z:
                 arrays[case["spectrum"]] = (z["wavelength"], z["flux"])
     return renders, index, arrays
+
+
+@pytest.fixture(scope="module")
+def cases(reference_dir):
+    return _load(reference_dir / RENDERS)
+
+
+@pytest.fixture(scope="module")
+def edges(reference_dir):
+    return _load(reference_dir / EDGES)
+
+
+def _figure_renderer(wavelength, flux, window, title):
+    return fast.encode_rows(*fast.png_rows(fast.draw_with_figure(plan(wavelength, flux, window, title))))
 
 
 def _differences(render, renders: Path, index: list[dict], arrays: dict) -> list[tuple]:
@@ -82,6 +98,22 @@ def test_every_reference_case_is_pixel_identical(cases):
 
 
 @pytest.mark.slow
+def test_every_edge_view_is_pixel_identical(edges):
+    renders, index, arrays = edges
+    assert len(index) == 285
+    bad = _differences(render_spectrum, renders, index, arrays)
+    assert not bad, f"{len(bad)} of {len(index)} edge views differ (image, got size, reference size, MAD): {bad}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["references", "edges"])
+def test_the_figure_renderer_alone_matches_every_case(which, cases, edges):
+    renders, index, arrays = cases if which == "references" else edges
+    bad = _differences(_figure_renderer, renders, index, arrays)
+    assert not bad, f"{len(bad)} of {len(index)} cases differ through the figure renderer: {bad}"
+
+
+@pytest.mark.slow
 def test_the_baseline_routine_reproduces_the_references(cases):
     renders, index, arrays = cases
     spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
@@ -90,6 +122,16 @@ def test_the_baseline_routine_reproduces_the_references(cases):
     sample = [case for case in index if case["image"] in BASELINE_SAMPLE]
     assert len(sample) == len(BASELINE_SAMPLE)
     assert not _differences(module.render_baseline, renders, sample, arrays)
+
+
+@pytest.mark.slow
+def test_the_baseline_routine_reproduces_the_edge_views(edges):
+    """On every 12th edge view (all 285 were checked once: benchmarks/render/compare.py baseline)."""
+    renders, index, arrays = edges
+    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not _differences(module.render_baseline, renders, index[::12], arrays)
 
 
 def test_title_is_drawn(cases):

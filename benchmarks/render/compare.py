@@ -1,8 +1,11 @@
-"""Compare a renderer against every reference render: `python benchmarks/render/compare.py [baseline|fast]`.
+"""Compare a renderer against every reference render:
+`python benchmarks/render/compare.py [fast|figure|baseline]`.
 
-The references are the upstream Spec-o3 plotting routine's output under matplotlib 3.10.5
-(``../shared/reference/renders_mpl3105``). Prints one line per case (mean absolute RGB difference, pixels that
-differ, sizes) and exits 1 unless every case has the same pixel size and the same pixels.
+The references are the upstream Spec-o3 plotting routine's output under matplotlib 3.10.5: the 80 cases of
+``../shared/reference/renders_mpl3105`` and the 285 edge views of ``renders_mpl3105_edges``. ``fast`` is
+``render_spectrum`` (the direct Agg renderer, the figure where it refuses), ``figure`` the figure renderer alone,
+``baseline`` the plain pyplot routine (benchmarks/render/baseline.py). Prints one line per case (mean absolute RGB
+difference, pixels that differ, sizes) and exits 1 unless every case has the same pixel size and the same pixels.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from PIL import Image
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-REFERENCE = REPO.parent / "shared" / "reference" / "renders_mpl3105"
+REFERENCES = [REPO.parent / "shared" / "reference" / name for name in ("renders_mpl3105", "renders_mpl3105_edges")]
 
 
 def rgb(png: bytes | Path) -> np.ndarray:
@@ -32,7 +35,7 @@ def mad(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.abs(a[:h, :w] - b[:h, :w]).astype(np.float64).mean())
 
 
-def load_cases(ref_dir: Path = REFERENCE) -> list[dict]:
+def load_cases(ref_dir: Path) -> list[dict]:
     cases = json.loads((ref_dir / "index.json").read_text())
     arrays = {}
     for case in cases:
@@ -41,18 +44,24 @@ def load_cases(ref_dir: Path = REFERENCE) -> list[dict]:
             with np.load(ref_dir / f"{name}.npz") as z:
                 arrays[name] = (z["wavelength"], z["flux"])
         case["wavelength"], case["flux"] = arrays[name]
+        case["folder"] = ref_dir
     return cases
 
 
 def main(which: str) -> int:
     if which == "baseline":
         from benchmarks.render.baseline import render_baseline as render
+    elif which == "figure":
+        from spec_vetting.render import fast, plan
+
+        def render(*args):
+            return fast.encode_rows(*fast.png_rows(fast.draw_with_figure(plan(*args))))
     else:
         from spec_vetting.render import render_spectrum as render
     rows = []
-    for case in load_cases():
+    for case in [case for folder in REFERENCES for case in load_cases(folder)]:
         png = render(case["wavelength"], case["flux"], case["range"], case.get("title", "Spectrum"))
-        got, ref = rgb(png), rgb(REFERENCE / case["image"])
+        got, ref = rgb(png), rgb(case["folder"] / case["image"])
         same = got.shape == ref.shape and np.array_equal(got, ref)
         h, w = min(got.shape[0], ref.shape[0]), min(got.shape[1], ref.shape[1])
         n_diff = int(np.any(got[:h, :w] != ref[:h, :w], axis=2).sum())

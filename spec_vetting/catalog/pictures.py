@@ -48,11 +48,12 @@ def render_picture(verdict: dict, turn: dict) -> bytes:
     """Draw the picture of ``turn`` again from the verdict row's source (no hash check)."""
     from ..inspect.zoom import ZoomTool
     from ..io import parse_target, read_spectrum
-    from ..render import RENDERER_VERSION
+    from ..render import RENDERER_VERSION, SAME_PICTURES_EXCEPT
 
-    if turn.get("renderer_version") and turn["renderer_version"] != RENDERER_VERSION:
+    drawn_by = turn.get("renderer_version")
+    if drawn_by and drawn_by != RENDERER_VERSION and drawn_by not in SAME_PICTURES_EXCEPT:
         raise PictureMismatchError(
-            f"the picture was drawn by renderer {turn['renderer_version']}, this installation has {RENDERER_VERSION}: "
+            f"the picture was drawn by renderer {drawn_by}, this installation has {RENDERER_VERSION}: "
             "install the version the run used (its manifest lists it) or store pictures with store_pictures: true"
         )
     path = verdict.get("path")
@@ -106,11 +107,20 @@ def turn_picture(root, candidate_id: str, task: str, turn: int, run_id: str | No
     png = render_picture(verdicts[0], row)
     got = hashlib.sha256(png).hexdigest()
     if check and got != sha:
-        raise PictureMismatchError(
-            f"candidate {candidate_id} task {task} turn {turn}: the re-rendered picture has sha256 {got}, the run "
-            f"recorded {sha} (different renderer dependencies, e.g. matplotlib, or the spectrum file changed)"
-        )
+        raise PictureMismatchError(_mismatch_reason(candidate_id, task, turn, got, sha, row.get("renderer_version")))
     return png, row
+
+
+def _mismatch_reason(candidate_id, task, turn, got: str, recorded: str, drawn_by: str | None) -> str:
+    from ..render import RENDERER_VERSION, SAME_PICTURES_EXCEPT
+
+    where = f"candidate {candidate_id} task {task} turn {turn}: the re-rendered picture has sha256 {got}, the run " \
+            f"recorded {recorded}"
+    if drawn_by in SAME_PICTURES_EXCEPT:
+        return (f"{where}: the run's renderer {drawn_by} drew {SAME_PICTURES_EXCEPT[drawn_by]} differently from "
+                f"{RENDERER_VERSION}, and this installation cannot draw that version's picture; runs that need "
+                "their pictures again should set store_pictures: true")
+    return f"{where} (different renderer dependencies, e.g. matplotlib, or the spectrum file changed)"
 
 
 def write_picture(png: bytes, out: str | os.PathLike) -> Path:

@@ -334,8 +334,7 @@ def _minor(minor_locs: np.ndarray, major_locs: np.ndarray, view) -> np.ndarray:
 class _AxesState:
     """Everything about the axes at one position: transforms, ticks, tick labels and their boxes."""
 
-    def __init__(self, t: _Templates, fig_m: np.ndarray, pos, view_x, view_y, x_major, x_minor, renderer,
-                 layout_pass: bool = False):
+    def __init__(self, t: _Templates, fig_m: np.ndarray, pos, view_x, view_y, x_major, x_minor, renderer):
         dpi = t.dpi
         self.pos = pos
         self.box = _box_through(fig_m, *pos)
@@ -374,6 +373,19 @@ class _AxesState:
                         for s, (x, y) in zip(self.x_labels, self.x_anchors, strict=True) if s]
         self.y_boxes = [t.y_tick_label.box(s, x, y, renderer)
                         for s, (x, y) in zip(self.y_labels, self.y_anchors, strict=True) if s]
+        # Every visible tick label counts where matplotlib places the axis label and the offset text, the minor
+        # ticks' empty ones too: Text.get_window_extent gives an empty string a zero-size box at its anchor. They
+        # decide where nothing else does: a window with no major tick inside puts the x label under the minor
+        # labels' anchors, a tick pad below the spine (the tight-bbox filters drop them from every other union).
+        xm, ym = t.ticks[("x", False)], t.ticks[("y", False)]
+        x_minor_trans = np.dot(_translation(0, -1 * xm._pad / 72, dpi), self.x_trans)
+        y_minor_trans = np.dot(_translation(-1 * ym._pad / 72, 0, dpi), self.y_trans)
+        x_points = [*(a for s, a in zip(self.x_labels, self.x_anchors, strict=True) if not s),
+                    *(_apply(x_minor_trans, float(loc), 0.0) for loc in self.x_minor)]
+        y_points = [*(a for s, a in zip(self.y_labels, self.y_anchors, strict=True) if not s),
+                    *(_apply(y_minor_trans, 0.0, float(loc)) for loc in self.y_minor)]
+        x_label_boxes = self.x_boxes + [(x, y, x, y) for x, y in x_points]
+        y_label_boxes = self.y_boxes + [(x, y, x, y) for x, y in y_points]
 
         # spines (Spine.get_window_extent: the path's extent, padded inward for the tick marks)
         vx, vy = view_x, view_y
@@ -390,9 +402,10 @@ class _AxesState:
                             float(pts[:, 1].max())))
         left, right, bottom, top = extents
         padded_left, padded_bottom = [left], [bottom]
-        # the layout passes leave minor ticks out, as the figure renderer does (fast.py: they carry no label)
-        minor = () if layout_pass else ((False, self.x_minor, self.y_minor),)
-        for major, locs_x, locs_y in ((True, self.x_major, self.y_major), *minor):
+        # padded by the first drawn major and the first drawn minor tick: only a tick gives the bottom spine a
+        # height, and the tight box drops boxes without one (a view with no major x tick keeps its spine's ends
+        # through a minor tick: one pixel of the canvas width in some narrow figures)
+        for major, locs_x, locs_y in ((True, self.x_major, self.y_major), (False, self.x_minor, self.y_minor)):
             if len(locs_y):
                 tick = t.ticks[("y", major)]
                 padin = 1 * tick._size / 72 * dpi
@@ -404,15 +417,15 @@ class _AxesState:
         self.spine_boxes = [_union(padded_left), right, _union(padded_bottom), top]
 
         # axis labels: below / left of the tick labels and the spine
-        below = _union([*self.x_boxes, self.spine_boxes[2]])
+        below = _union([*x_label_boxes, self.spine_boxes[2]])
         self.x_label_anchor = _apply(_blend(self.ta, _IDENTITY), 0.5, below[1] - t.labelpad[0] * dpi / 72)
-        beside = _union([*self.y_boxes, self.spine_boxes[0]])
+        beside = _union([*y_label_boxes, self.spine_boxes[0]])
         self.y_label_anchor = _apply(_blend(_IDENTITY, self.ta), beside[0] - t.labelpad[1] * dpi / 72, 0.5)
         self.x_label_box = t.x_label.box(style.X_LABEL, *self.x_label_anchor, renderer)
         self.y_label_box = t.y_label.box(style.Y_LABEL, *self.y_label_anchor, renderer)
 
         # offset texts: under the x tick labels, over the axes' top-left corner
-        under = _union(self.x_boxes)[1] if self.x_boxes else y0
+        under = _union(x_label_boxes)[1] if x_label_boxes else y0
         self.x_offset_anchor = _apply(_blend(self.ta, _IDENTITY), 1.0, under - t.offset_pad * dpi / 72)
         self.y_offset_anchor = _apply(_blend(self.ta, _IDENTITY), 0.0, y1 + t.offset_pad * dpi / 72)
 
@@ -490,7 +503,7 @@ def _layout(t: _Templates, lay: PlotLayout):
 
     # Figure.tight_layout (one pass, from the default subplot box)
     default = _grid_position(*t.subplotpars)
-    first = _AxesState(t, fig_m, default, view_x, view_y, lay.x_major, lay.x_minor, renderer, layout_pass=True)
+    first = _AxesState(t, fig_m, default, view_x, view_y, lay.x_major, lay.x_minor, renderer)
     raw = first.tight_box(t, lay, renderer, for_layout_only=True)
     inv = np.linalg.inv(fig_m)
     corners = _mpl_path.affine_transform(np.array([[raw[0], raw[1]], [raw[2], raw[3]]]), inv)
@@ -525,7 +538,7 @@ def _layout(t: _Templates, lay: PlotLayout):
     pos = _grid_position(left, bottom, right, top)
 
     # Figure.get_tightbbox at the new position, in inches, padded as savefig pads it
-    second = _AxesState(t, fig_m, pos, view_x, view_y, lay.x_major, lay.x_minor, renderer, layout_pass=True)
+    second = _AxesState(t, fig_m, pos, view_x, view_y, lay.x_major, lay.x_minor, renderer)
     # (the figure has no artist of its own in the layout: its box is the axes' box)
     px = second.tight_box(t, lay, renderer, for_layout_only=False)
     if not (np.isfinite(px[2] - px[0]) and np.isfinite(px[3] - px[1])):

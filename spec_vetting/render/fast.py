@@ -20,8 +20,7 @@ its tick objects, a layout pass, a full draw to find the tight bounding box, a s
 writer at zlib's default level. Here (each step measured in notes/render.md):
 
 * the figure of each size class is built once and only what changes (line data, limits, tick locators, title,
-  stats box) is updated; the tight-bbox pass runs with drawing disabled and minor ticks left out of both layout
-  passes; the picture is drawn once;
+  stats box) is updated; the tight-bbox pass runs with drawing disabled; the picture is drawn once;
 * the axes answer matplotlib's repeated questions from memos (:mod:`.batched_axis`): ticks, tick label boxes,
   label and title placement, spine extents are computed once per axes state instead of ~30 times per picture;
 * grid lines and tick marks of one kind are drawn as one path / one marker call (:mod:`.batched_axis`);
@@ -49,7 +48,7 @@ import numpy as np
 from matplotlib import _tight_bbox  # private, but it is exactly what savefig uses
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
 from matplotlib.figure import Figure, SubplotParams
-from matplotlib.ticker import AutoMinorLocator, MultipleLocator, NullLocator
+from matplotlib.ticker import AutoMinorLocator, MultipleLocator
 
 from . import bbox_edges, style
 from .batched_axis import batch_tick_drawing, memoise_spine_extent, memoise_ticks, memoise_title_position
@@ -138,14 +137,6 @@ class _SizeClassFigure:
         for text in (self.title, ax._left_title, ax._right_title, self.stats, ax.xaxis.label, ax.yaxis.label,
                      ax.xaxis.offsetText, ax.yaxis.offsetText):
             cache_text_layout(text)
-        # minor ticks carry no label; hidden, their empty label boxes (zero-size points inside the major labels'
-        # extent) are no longer measured and unioned in every layout pass
-        ticks_position = ax.xaxis.get_ticks_position()
-        ax.tick_params(which="minor", labelbottom=False, labelleft=False)
-        # ...but matplotlib reads the hidden minor labels as ticks in an "unknown" place, and the title's placement
-        # then measures the whole x axis each time instead of taking the axes' top: answer as before hiding them
-        ax.xaxis.get_ticks_position = lambda: ticks_position
-
     def update(self, lay: PlotLayout) -> None:
         ax = self.axes
         self.line.set_data(lay.wavelength, lay.flux)
@@ -167,19 +158,12 @@ class _SizeClassFigure:
 
     def draw_rgba(self) -> np.ndarray:
         """Tight layout, tight bounding box and one Agg draw, as savefig(bbox_inches="tight") does them."""
-        fig, ax = self.figure, self.axes
+        fig = self.figure
         renderer = self.canvas.get_renderer()
-        # Minor ticks point inward and carry no label, so they never change a bounding box; matplotlib would still
-        # position every one of them (thousands for a one-point window) in each layout pass. Leave them out there.
-        minor_locators = ax.xaxis.get_minor_locator(), ax.yaxis.get_minor_locator()
-        ax.xaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_minor_locator(NullLocator())
-        try:
-            fig.tight_layout()
-            bbox = fig.get_tightbbox(renderer).padded(_PAD_INCHES)
-        finally:
-            ax.xaxis.set_minor_locator(minor_locators[0])
-            ax.yaxis.set_minor_locator(minor_locators[1])
+        # minor ticks stay in both layout passes: their empty labels (zero-size boxes at their anchors) and tick
+        # marks place the x label and keep the bottom spine's box when no major tick falls inside the view
+        fig.tight_layout()
+        bbox = fig.get_tightbbox(renderer).padded(_PAD_INCHES)
         restore = _tight_bbox.adjust_bbox(fig, bbox, self.canvas.fixed_dpi)
         try:
             self.canvas.draw()
