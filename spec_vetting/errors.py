@@ -103,6 +103,15 @@ class RenderError(SpecVettingError):
     kind = "render_error"
 
 
+class PlottingEnvironmentError(SpecVettingError, ImportError):
+    """The installed plotting stack (matplotlib, its FreeType) is not the one the model's pictures were drawn with.
+
+    An installation problem, not a spectrum's: commands stop on it before the first candidate (exit 2), and the
+    zoom tool never turns it into an error text for the model."""
+
+    kind = "plotting_environment"
+
+
 class ConfigError(SpecVettingError):
     """A job file, task file or option is invalid."""
 

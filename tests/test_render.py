@@ -196,6 +196,6 @@ def test_another_matplotlib_release_is_refused_with_what_to_install():
 
     check_matplotlib_version("3.10.5")
     for other in ("3.11.2", "3.10.6", "3.10.5.post1"):
-        expected = r"needs matplotlib 3\.10\.5 exactly.*pip install 'matplotlib==3\.10\.5'"
+        expected = r"need matplotlib 3\.10\.5 exactly.*pip install 'matplotlib==3\.10\.5'"
         with pytest.raises(ImportError, match=expected):
             check_matplotlib_version(other)

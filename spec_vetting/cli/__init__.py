@@ -12,6 +12,7 @@ import sys
 import click
 
 from .. import __version__
+from ..errors import PlottingEnvironmentError
 
 #: command name -> "module:attribute"; a module is imported only when its command runs or help is shown
 COMMANDS: dict[str, str] = {
@@ -53,6 +54,9 @@ class LazyGroup(click.Group):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except PlottingEnvironmentError as exc:  # any command that draws: an install to fix, no rerun helps
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
         except Exception as exc:
             if not _undecodable_catalog_file(exc):
                 raise

@@ -184,7 +184,9 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
     from ..inspect.tasks import get_task
     from ..pipeline.config import SamplingConfig
     from ..types import InspectionContext
+    from .plotting import require_plotting_environment
 
+    require_plotting_environment()
     engine_name = engine or default_engine(bool(endpoints))
     try:
         task = get_task(task_key, tasks_file)

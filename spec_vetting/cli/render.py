@@ -43,6 +43,9 @@ def render(path, target, window, redshift, title, output) -> None:
       spec-vet render coadd-main-dark-10378.fits --target 39627652591521181 --redshift 0.5 -o qso.png
     """
     from ..io import parse_target, read_spectrum
+    from .plotting import require_plotting_environment
+
+    require_plotting_environment()
     from ..render import image_tokens, render_spectrum
 
     if window is not None and not window[0] < window[1]:

@@ -282,6 +282,9 @@ def run(job_file, example, fresh, progress, **opts):
         return
     from ..errors import RunFailedError, RunLockedError
     from ..pipeline.runner import run_job
+    from .plotting import require_plotting_environment
+
+    require_plotting_environment()
 
     try:
         job = build_job(job_file, opts)

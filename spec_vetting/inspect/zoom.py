@@ -3,7 +3,8 @@
 Protocol section 3: the tool holds one spectrum in the observed frame and works in the rest frame (wavelength
 divided by 1 + z when a non-zero redshift is given); flux is plotted as given. A window must be two numbers,
 min < max, overlapping the data; otherwise the tool answers text only, with the trained error texts. Nothing a
-model writes makes :meth:`ZoomTool.call` raise.
+model writes makes :meth:`ZoomTool.call` raise; a plotting stack other than the trained one does
+(:class:`~spec_vetting.errors.PlottingEnvironmentError`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import RenderError
+from ..errors import PlottingEnvironmentError, RenderError
 from ..protocol import (
     TOOL_NAME,
     bad_arguments_text,
@@ -119,6 +120,8 @@ class ZoomTool:
         """Answer one call's arguments as the trained tool did; never raises."""
         try:
             return self._call(arguments)
+        except PlottingEnvironmentError:  # a broken install is the operator's to fix, never the model's to read
+            raise
         except Exception as exc:  # the model must get an answer, whatever broke
             return ZoomResult(zoom_processing_error_text(str(exc) or type(exc).__name__))
 
