@@ -3,7 +3,8 @@
     .venv/bin/python benchmarks/bench_render.py [--repeat 7] [--memory-renders 10000] [--skip-baseline]
         [--skip-timing] [--memory-window "10 Å"]
 
-Prints ms per picture for the full view and windows of 10, 100 and 1000 Å (centred on Hα) for each renderer and
+Prints ms per picture for the full view, windows of 10, 100 and 1000 Å (centred on Hα) and a window holding just two
+neighbouring pixels (no major x tick inside) for each renderer and
 the ratio: median wall clock, median CPU time of this process and fastest CPU time (the renderers take turns within
 each repetition; each figure is the median over the inputs). Checks the two renderers give the same pixels on every
 input, measures the resident memory over many fast renders (it must stay flat), and lists the image-token cost of
@@ -31,7 +32,17 @@ from benchmarks.render.baseline import render_baseline  # noqa: E402
 from spec_vetting.render import SIZE_CLASSES, image_tokens, render_spectrum  # noqa: E402
 
 REFERENCE = REPO.parent / "shared" / "reference" / "renders_mpl3105"
-WINDOWS = {"full": None, "10 Å": (6558.0, 6568.0), "100 Å": (6513.0, 6613.0), "1000 Å": (6063.0, 7063.0)}
+WINDOWS = {"full": None, "10 Å": (6558.0, 6568.0), "100 Å": (6513.0, 6613.0), "1000 Å": (6063.0, 7063.0),
+           "2 px": "neighbours"}
+# "2 px": a window holding the two pixels nearest Hα and nothing else (under 1-2 Å: no major x tick inside)
+
+
+def window_for(window, w: np.ndarray):
+    if window != "neighbours":
+        return window
+    ws = np.sort(w[np.isfinite(w)])
+    i = int(np.clip(np.searchsorted(ws, 6563.0), 1, ws.size - 2))
+    return (float(ws[i]) - 1e-3, float(ws[i + 1]) + 1e-3)
 
 
 def inputs() -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -100,9 +111,10 @@ def main() -> int:
     print(f"inputs: {', '.join(data)}; repeat {args.repeat}")
     print(f"{'view':>8} {'fast ms':>9} {'baseline ms':>12} {'ratio':>7} {'fast cpu':>9} {'base cpu':>9} {'ratio':>7}"
           f" {'fast min':>9} {'base min':>9} {'ratio':>7}  pixels")
-    for label, window in ({} if args.skip_timing else WINDOWS).items():
+    for label, view in ({} if args.skip_timing else WINDOWS).items():
         fast, base, identical = [], [], True
         for w, f in data.values():
+            window = window_for(view, w)
             if args.skip_baseline:
                 fast.append(time_ms([render_spectrum], w, f, window, args.repeat)[0])
                 continue
@@ -121,7 +133,7 @@ def main() -> int:
 
     # memory: cycle through inputs and windows so every size class figure is exercised
     views = [WINDOWS[args.memory_window]] if args.memory_window else list(WINDOWS.values())
-    jobs = [(w, f, win) for w, f in data.values() for win in views]
+    jobs = [(w, f, window_for(win, w)) for w, f in data.values() for win in views]
     for w, f, win in jobs:
         render_spectrum(w, f, win)
     start = rss_mib()
