@@ -20,6 +20,7 @@ CASES = [
     errors.EngineError("server said 500", kind="http_500", endpoint="http://127.0.0.1:1/v1"),
     errors.EndpointUnavailableError("gone", endpoint="http://127.0.0.1:2/v1"),
     errors.RenderError("no point in window"),
+    errors.PlottingEnvironmentError("matplotlib 3.11.2 is installed"),
     errors.ConfigError("bad option"),
     errors.CatalogReadError("no catalog"),
     errors.NotInCatalogError("no verdict for candidate 'x' task 'cv'"),
