@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from ..errors import RenderError, SpecVettingError, TargetNeededError
+from .output_path import output_file
 
 
 @click.command("render")
@@ -31,7 +32,8 @@ from ..errors import RenderError, SpecVettingError, TargetNeededError
 )
 @click.option("--title", default="Spectrum", show_default=True, help="Plot title (the trained default is 'Spectrum').")
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True), help="PNG file to write."
+    "-o", "--output", required=True, type=click.Path(dir_okay=False),
+    help="PNG file to write (missing folders are created).",
 )
 def render(path, target, window, redshift, title, output) -> None:
     """Draw the Spec-o3 picture of the spectrum in PATH and write it to OUT.png.
@@ -49,6 +51,7 @@ def render(path, target, window, redshift, title, output) -> None:
         raise click.UsageError(f"--range {window[0]:g} {window[1]:g}: MIN must be smaller than MAX")
     if redshift is not None and not (-1.0 < redshift < 1e3):
         raise click.UsageError(f"--redshift {redshift:g}: a redshift must be above -1 (1 + z > 0)")
+    output_file(output)
     try:
         spectrum = read_spectrum(path, target=parse_target(target))
         for warning in spectrum.meta.warnings:

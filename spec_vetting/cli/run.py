@@ -280,7 +280,7 @@ def run(job_file, example, fresh, progress, **opts):
 
         click.echo(example_job_text(), nl=False)
         return
-    from ..errors import RunFailedError, RunLockedError
+    from ..errors import RunFailedError, RunLockedError, RunNotStartedError
     from ..pipeline.runner import run_job
 
     try:
@@ -292,6 +292,10 @@ def run(job_file, example, fresh, progress, **opts):
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    except RunNotStartedError as exc:  # no run id yet and nothing written: there is nothing to resume
+        click.echo(f"error: {str(exc).rstrip('. ')}; nothing was written: fix that, then run the same command "
+                   "again.", err=True)
+        sys.exit(1)
     except (RunLockedError, RunFailedError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

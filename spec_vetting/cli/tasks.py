@@ -8,6 +8,7 @@ import click
 
 from ..errors import ConfigError
 from .complete import complete_task
+from .output_path import output_file
 
 
 def _usage_error(exc: ConfigError) -> click.UsageError:
@@ -97,6 +98,7 @@ def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revisio
     out = Path(output)
     if not parquet and not from_hub:
         raise click.UsageError("give SpecVI-Bench parquet file(s), or --from-hub")
+    output_file(out)
     try:
         files = [Path(p) for p in parquet]
         if from_hub:
