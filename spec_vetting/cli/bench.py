@@ -56,6 +56,7 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
     from ..evaluate import evaluate, format_text, write_plots
     from ..pipeline import job_from_dict, run_job
 
+    output_folder(out_dir, "--out")
     if plots_dir:
         output_folder(plots_dir, "--plots")
     files = sorted(p for p in folder.glob(pattern) if p.is_file())

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .output_path import output_file, output_folder
+from .output_path import make_folder, make_parents, output_file, output_folder
 from .run_option import InputError, checked_run, run_option
 
 
@@ -163,6 +163,10 @@ def export(root, fmt, output, current, where, run_id) -> None:
     (output_folder if fmt == "hats" else output_file)(output)
     warn_damaged(root)
     try:
+        if fmt == "hats":
+            make_folder(output)
+        else:
+            make_parents(output)
         n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
                            notice=lambda s: click.echo(f"note: {s}", err=True))
     except (CatalogReadError, FileExistsError) as exc:  # a selection or an output that no rerun fixes
@@ -200,7 +204,7 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    write_picture(png, output)
+    write_picture(png, make_parents(output))
     click.echo(f"{output}: {len(png)} bytes, sha256 {row.get('picture_sha256')} (run {row['run_id']})")
 
 

@@ -70,6 +70,9 @@ def _result_json(result, image_files: dict[int, str]) -> dict[str, Any]:
 def _save_images(result, directory: Path) -> dict[int, str]:
     """The pictures, named by turn as the catalog counts turns (from 0; `spec-vet catalog picture` TURN): the full
     view is turn -1."""
+    from .output_path import make_folder
+
+    make_folder(directory, "--save-images")
     files: dict[int, str] = {}
     if result.initial_image_png:
         p = directory / "full_view.png"

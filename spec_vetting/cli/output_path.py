@@ -2,7 +2,9 @@
 
 Every command treats an output path the same way: missing parent folders are created (as `spec-vet report` always
 did), and a path that cannot be written is refused with one line naming the path and the cause, exit 2 (no rerun
-fixes it: the user must pass another path). Checking up front means a long export does not fail at its last step.
+fixes it: the user must pass another path). The check comes before any work and writes nothing (a long export does
+not fail at its last step; a refused command leaves no folder behind); the folders are made when the command
+writes.
 """
 
 from __future__ import annotations
@@ -27,49 +29,60 @@ def _cause(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def _blocking_file(folder: Path) -> Path | None:
-    """The nearest existing ancestor of ``folder`` (itself included) when it is not a folder."""
+def _refused(option: str, shown: str, why: str) -> OutputPathError:
+    return OutputPathError(f"{option} {shown}: {why}; pass a path you can write to")
+
+
+def _check_creatable(folder: Path, option: str, shown: str) -> None:
+    """``folder`` exists as a writable folder, or its nearest existing ancestor is one (it can be created)."""
     for p in (folder, *folder.parents):
-        if p.exists() or p.is_symlink():
-            return None if p.is_dir() else p
-    return None
-
-
-def _make_folder(folder: Path, option: str, shown: str) -> None:
-    blocker = _blocking_file(folder)
-    if blocker is not None:
-        raise OutputPathError(f"{option} {shown}: cannot create the folder {folder}: {blocker} is a file, not a "
-                              "folder; pass a path you can write to")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputPathError(f"{option} {shown}: cannot create the folder {folder} ({_cause(exc)}); pass a path "
-                              "you can write to") from exc
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise OutputPathError(f"{option} {shown}: the folder {folder} is not writable (Permission denied); pass a "
-                              "path you can write to")
+        if p.exists():
+            if not p.is_dir():
+                where = "" if p == folder else f"cannot create the folder {folder}: "
+                raise _refused(option, shown, f"{where}{p} is a file, not a folder")
+            if not os.access(p, os.W_OK | os.X_OK):
+                where = "" if p == folder else f"cannot create the folder {folder}: "
+                raise _refused(option, shown, f"{where}the folder {p} is not writable (Permission denied)")
+            return
 
 
 def output_file(path: str | os.PathLike, option: str = "-o") -> Path:
-    """``path`` as a file to write: its parent folders created; an existing folder there, a file where a folder
-    should be, or an unwritable folder refused (:class:`OutputPathError`)."""
+    """``path`` checked as a file to write, before any work and without writing anything: missing parent folders
+    must be creatable (:func:`make_parents` creates them when the command writes), an existing folder there, a
+    file where a folder should be, or an unwritable folder or file is refused (:class:`OutputPathError`)."""
     out = Path(path)
     if out.is_dir():
-        raise OutputPathError(f"{option} {path}: is a folder; pass a file name")
-    _make_folder(out.parent if str(out.parent) else Path("."), option, str(path))
+        raise _refused(option, str(path), "is a folder, not a file")
+    _check_creatable(out.parent, option, str(path))
     if out.exists() and not os.access(out, os.W_OK):
-        raise OutputPathError(f"{option} {path}: the file is not writable (Permission denied); pass a path you can "
-                              "write to")
+        raise _refused(option, str(path), "the file is not writable (Permission denied)")
     return out
 
 
 def output_folder(path: str | os.PathLike, option: str = "-o") -> Path:
-    """``path`` as a folder to write into, created with its parents; refused as :func:`output_file` says."""
+    """``path`` checked as a folder to write into (created with its parents by the command when it writes);
+    refused as :func:`output_file` says."""
     out = Path(path)
     if out.exists() and not out.is_dir():
-        raise OutputPathError(f"{option} {path}: is a file; pass a folder")
-    _make_folder(out, option, str(path))
+        raise _refused(option, str(path), "is a file, not a folder")
+    _check_creatable(out, option, str(path))
     return out
+
+
+def make_folder(folder: str | os.PathLike, option: str = "-o", shown: str | None = None) -> Path:
+    """``folder`` created with its parents (as `spec-vet report` creates its folder)."""
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _refused(option, shown or str(folder), f"cannot create the folder {out} ({_cause(exc)})") from exc
+    return out
+
+
+def make_parents(path: str | os.PathLike, option: str = "-o") -> Path:
+    """The parent folders of the file ``path`` created; ``path`` back as a Path."""
+    make_folder(Path(path).parent, option, str(path))
+    return Path(path)
 
 
 def os_error_line(exc: OSError) -> tuple[str, int]:

@@ -4,12 +4,11 @@ model sees for a survey file, full view or one zoom window, in the rest frame as
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ..errors import RenderError, SpecVettingError, TargetNeededError
-from .output_path import output_file
+from .output_path import make_parents, output_file
 
 
 @click.command("render")
@@ -71,7 +70,7 @@ def render(path, target, window, redshift, title, output) -> None:
         z = spectrum.meta.redshift if redshift is None else redshift
         click.echo(f"error: {path}: cannot draw the spectrum (rest frame z={z}): {exc}", err=True)
         sys.exit(1)
-    out = Path(output)
+    out = make_parents(output)
     out.write_bytes(png)
     from PIL import Image
 

@@ -22,6 +22,7 @@ from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
 from ..pipeline.config import DEFAULT_READ_TIMEOUT_S
 from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS
 from .complete import complete_task
+from .output_path import output_folder
 
 
 def _job_option(field: str, *flags: str, **kwargs):
@@ -285,6 +286,7 @@ def run(job_file, example, fresh, progress, **opts):
 
     try:
         job = build_job(job_file, opts)
+        output_folder(job.out, "--out")  # checked, not created: a refused run writes nothing
         _install_signal_handlers()
         for line in check_ignored_settings(job, opts):
             click.echo(line, err=True)
