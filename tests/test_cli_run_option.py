@@ -137,10 +137,10 @@ def test_inspect_and_run_name_a_desi_target_the_same_way(desi, tmp_path):
     assert got == run_ids[tids[1]] == f"coadd-sv3-dark-7-{tids[1]}"
 
 
-def test_readme_command_table_spells_run_and_lists_the_hats_export():
+def test_the_command_table_spells_run_and_lists_the_hats_export():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "commands.md").read_text(encoding="utf-8")
     table = [ln for ln in readme.splitlines() if ln.startswith("| `spec-vet ")]
     assert any("catalog export ROOT --format hats -o DIR" in ln for ln in table)
     assert not any("--run-id" in ln for ln in table)  # one spelling in the table; the alias is said once in prose

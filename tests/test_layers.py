@@ -106,7 +106,8 @@ def _violations() -> list[str]:
         module = _module_name(path)
         own = _part(module)
         if own not in RANKS:
-            problems.append(f"{module}: part {own!r} has no layer in RANKS (rank it here and describe it in docs/maintainers/architecture.md)")
+            problems.append(f"{module}: part {own!r} has no layer in RANKS (rank it here and describe it in "
+                            "docs/maintainers/architecture.md)")
             continue
         for target in sorted(package_imports(path)):
             other = _part(target)
