@@ -273,3 +273,12 @@ def test_an_os_error_no_command_caught_is_one_line(work, monkeypatch, tmp_path):
     assert calls.is_set()
     assert res.exit_code == 1 and "No space left on device" in res.stderr and "x.png" in res.stderr, res.output
     _no_traceback(res)
+
+
+def test_review_import_of_a_file_without_the_export_columns_is_exit_2_even_without_rows(work, tmp_path):
+    _, cat, *_ = work
+    other = tmp_path / "notes.txt"
+    other.write_text("just a line of text\n")
+    res = _invoke(["review", "import", cat, other])
+    assert res.exit_code == 2 and "needs candidate_id and task columns" in res.stderr, res.output
+    assert not (cat / "_review").exists()

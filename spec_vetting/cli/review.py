@@ -81,12 +81,15 @@ def read_decisions(path) -> list[dict]:
     """Rows of a review-page export (UTF-8 CSV); an :class:`InputError` (exit 2) naming the problem otherwise."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"{path}: not a UTF-8 CSV file ({exc})") from exc
-    if rows and ("candidate_id" not in rows[0] or "task" not in rows[0]):
+    # the header decides, also for a file without rows (an empty file or another text is no export)
+    if "candidate_id" not in columns or "task" not in columns:
         raise InputError(f"{path}: needs candidate_id and task columns (the review page's export has them;"
-                                   f" columns here: {', '.join(rows[0])})")
+                         f" columns here: {', '.join(columns) or 'none'})")
     return rows
 
 
