@@ -282,3 +282,32 @@ def test_review_import_of_a_file_without_the_export_columns_is_exit_2_even_witho
     res = _invoke(["review", "import", cat, other])
     assert res.exit_code == 2 and "needs candidate_id and task columns" in res.stderr, res.output
     assert not (cat / "_review").exists()
+
+
+def test_a_spectrum_file_no_rerun_fixes_is_exit_2_for_info_render_and_inspect(work, tmp_path):
+    _, _, _, fits, task = work
+    text = tmp_path / "notes.fits"
+    text.write_text("not a FITS file\n")
+    cases = {
+        "info, not FITS": ["info", text],
+        "render, not FITS": ["render", text, "-o", tmp_path / "x.png"],
+        "inspect, not FITS": ["inspect", text, "--task", task],
+        "render, a window with no data": ["render", fits, "--range", "100", "200", "-o", tmp_path / "x.png"],
+        "render, a target in a single-spectrum file": ["render", fits, "--target", "3", "-o", tmp_path / "x.png"],
+    }
+    for name, argv in cases.items():
+        res = _invoke(argv)
+        assert res.exit_code == 2, (name, res.output)
+        _no_traceback(res)
+        assert res.stderr.startswith("error: ") and str(argv[1]) in res.stderr, (name, res.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.fits"]
+
+
+def test_endpoints_check_of_a_malformed_url_is_exit_2_before_any_server_is_asked():
+    server = _silent_server()  # would hang the check for seconds if it were asked
+    try:
+        res = _invoke(["endpoints", "check", f"http://127.0.0.1:{server.getsockname()[1]}/v1", "gpu01:30000"])
+    finally:
+        server.close()
+    assert res.exit_code == 2 and "'gpu01:30000'" in res.stderr and "http(s) URL" in res.stderr, res.output
+    _no_traceback(res)

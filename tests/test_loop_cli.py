@@ -92,8 +92,8 @@ def test_dead_server_exits_1(tmp_path):
     assert r.exit_code == 1 and "health check" in r.output
 
 
-def test_unreadable_file_exits_1(tmp_path):
+def test_unreadable_file_exits_2(tmp_path):
     bad = tmp_path / "x.fits"
     bad.write_bytes(b"not fits")
     r = CliRunner().invoke(main, ["inspect", str(bad), "--task", "cv", "--endpoint", "http://127.0.0.1:9/v1"])
-    assert r.exit_code == 1 and str(bad) in r.output
+    assert r.exit_code == 2 and str(bad) in r.output

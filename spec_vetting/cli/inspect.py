@@ -18,6 +18,7 @@ from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError, SpecVettingError, TargetNeededError
 from ..protocol import MAX_ASSISTANT_TURNS
 from .complete import complete_task
+from .run_option import command_error
 
 #: the command-line flag of each engine setting, for messages
 _SETTING_FLAGS = {"endpoints": "--endpoint", "model": "--model"}
@@ -215,8 +216,7 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
         click.echo(f"error: {exc}; pass --target", err=True)
         sys.exit(2)
     except SpecVettingError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc) from exc
     z = redshift if redshift is not None else spectrum.meta.redshift
     # the id `spec-vet run` gives the same spectrum (a DESI file's one usable target is named by its TARGETID there)
     named = tgt if tgt is not None or spectrum.meta.survey != "desi" else spectrum.meta.ids.get("targetid")

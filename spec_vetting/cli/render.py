@@ -9,6 +9,7 @@ import click
 
 from ..errors import RenderError, SpecVettingError, TargetNeededError
 from .output_path import make_parents, output_file
+from .run_option import command_error
 
 
 @click.command("render")
@@ -61,11 +62,9 @@ def render(path, target, window, redshift, title, output) -> None:
         click.echo(f"error: {exc}; pass --target", err=True)
         sys.exit(2)
     except RenderError as exc:  # the message names the window, not the file
-        click.echo(f"error: {path}: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc, f"{path}: {exc}") from exc
     except SpecVettingError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc) from exc
     except (ValueError, ArithmeticError) as exc:  # never a raw traceback: say what could not be drawn
         z = spectrum.meta.redshift if redshift is None else redshift
         click.echo(f"error: {path}: cannot draw the spectrum (rest frame z={z}): {exc}", err=True)

@@ -46,11 +46,22 @@ class InputError(CommandError):
     exit_code = 2
 
 
-def command_error(exc: Exception) -> CommandError:
+def command_error(exc: Exception, text: str | None = None) -> CommandError:
     """The CLI's exception for an error of the library, by the one exit-code rule (docs/guide/exit-codes.md):
-    what the catalog does not hold and malformed inputs are exit 2, the rest (a damaged file, a lost server) 1."""
-    from ..errors import CandidateListError, CatalogReadError, ConfigError
+    what the catalog does not hold and malformed inputs (a list, a labels or tasks file, a spectrum file that is not
+    one, a window with no data) are exit 2; the rest (a damaged catalog file, a lost server, a read that timed out
+    on a stale mount) 1. ``text``: the message, when not the exception's own."""
+    from ..errors import (
+        CandidateListError,
+        CatalogReadError,
+        ConfigError,
+        ReadTimeoutError,
+        RenderError,
+        SpectrumReadError,
+    )
 
-    if isinstance(exc, (CatalogReadError, CandidateListError, ConfigError)):
-        return InputError(str(exc))
-    return CommandError(str(exc))
+    message = str(exc) if text is None else text
+    no_rerun_fixes = (CatalogReadError, CandidateListError, ConfigError, SpectrumReadError, RenderError)
+    if isinstance(exc, no_rerun_fixes) and not isinstance(exc, ReadTimeoutError):
+        return InputError(message)
+    return CommandError(message)
