@@ -60,8 +60,13 @@ test: $(VENV)/.installed $(VLLM_VENV)/.installed
 	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q
 
-# the documentation site: docs/_build/html/index.html; any warning fails the build
-docs: $(VENV)/.installed
+# the documentation site: docs/_build/html/index.html; any warning fails the build. Needs the base package and the
+# docs extra only (no torch)
+$(VENV)/.docs: $(VENV)/.base
+	$(PIP) install -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 demo: $(VENV)/.base
