@@ -311,3 +311,13 @@ def test_endpoints_check_of_a_malformed_url_is_exit_2_before_any_server_is_asked
         server.close()
     assert res.exit_code == 2 and "'gpu01:30000'" in res.stderr and "http(s) URL" in res.stderr, res.output
     _no_traceback(res)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "hats"])
+def test_an_export_refused_for_its_selection_leaves_no_folder_behind(work, tmp_path, fmt):
+    _, cat, *_ = work
+    out = tmp_path / "new" / "deeper" / ("x" if fmt == "hats" else "x.csv")
+    res = _invoke(["catalog", "export", cat, "--format", fmt, "-o", out, "--where", "no_such_column = 1"])
+    assert res.exit_code == 2 and "no_such_column" in res.stderr, res.output
+    _no_traceback(res)
+    assert list(tmp_path.iterdir()) == []

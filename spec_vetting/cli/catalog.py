@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .output_path import make_folder, make_parents, output_file, output_folder
+from .output_path import folders_kept_on_success, make_parents, output_file, output_folder
 from .run_option import InputError, checked_run, run_option
 
 
@@ -163,12 +163,9 @@ def export(root, fmt, output, current, where, run_id) -> None:
     (output_folder if fmt == "hats" else output_file)(output)
     warn_damaged(root)
     try:
-        if fmt == "hats":
-            make_folder(output)
-        else:
-            make_parents(output)
-        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
-                           notice=lambda s: click.echo(f"note: {s}", err=True))
+        with folders_kept_on_success(output if fmt == "hats" else Path(output).parent):
+            n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
+                               notice=lambda s: click.echo(f"note: {s}", err=True))
     except (CatalogReadError, FileExistsError) as exc:  # a selection or an output that no rerun fixes
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -9,6 +9,7 @@ writes.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from pathlib import Path
@@ -77,6 +78,22 @@ def make_folder(folder: str | os.PathLike, option: str = "-o", shown: str | None
     except OSError as exc:
         raise _refused(option, shown or str(folder), f"cannot create the folder {out} ({_cause(exc)})") from exc
     return out
+
+
+@contextlib.contextmanager
+def folders_kept_on_success(folder: str | os.PathLike, option: str = "-o"):
+    """``folder`` created with its parents for the block; the ones this made are removed again (when still empty)
+    if the block fails, so a refused command leaves no folder behind."""
+    out = Path(folder)
+    missing = [p for p in (out, *out.parents) if not p.exists()]
+    make_folder(out, option)
+    try:
+        yield out
+    except BaseException:
+        for p in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                p.rmdir()
+        raise
 
 
 def make_parents(path: str | os.PathLike, option: str = "-o") -> Path:
