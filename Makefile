@@ -9,7 +9,7 @@ VLLM_VENV := .venv-vllm
 VLLM_LOCK := tests/vllm_cpu/requirements.txt
 VLLM_SHIM := tests/vllm_cpu/torchvision_cpu_shim.py
 
-.PHONY: setup test demo clean browser vllm-venv
+.PHONY: setup test demo docs clean browser vllm-venv
 
 TORCH_VERSION ?= 2.13.0
 
@@ -24,7 +24,7 @@ $(VENV)/.installed: $(VENV)/.base
 	# torch first, as the CPU build (PyTorch's CPU index when it answers within 5 s, else pip's default indexes),
 	# so the `local` extra does not pull a CUDA build
 	tools/install-torch.sh $(PY) $(TORCH_VERSION)
-	$(PIP) install -e '.[local,dev]'
+	$(PIP) install -e '.[local,dev,docs]'
 	$(MAKE) --no-print-directory browser
 	touch $@
 
@@ -57,7 +57,17 @@ browser:
 
 test: $(VENV)/.installed $(VLLM_VENV)/.installed
 	$(PY) -m ruff check .
+	$(MAKE) --no-print-directory docs
 	$(PY) -m pytest -q
+
+# the documentation site: docs/_build/html/index.html; any warning fails the build. Needs the base package and the
+# docs extra only (no torch)
+$(VENV)/.docs: $(VENV)/.base
+	$(PIP) install -e '.[docs]'
+	touch $@
+
+docs: $(VENV)/.docs
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 demo: $(VENV)/.base
 	$(VENV)/bin/spec-vet make-examples $(DEMO_OUT)/examples --n 40 --seed 1 --gaia
@@ -71,4 +81,4 @@ demo: $(VENV)/.base
 	@echo "catalog: $(DEMO_OUT)/catalog   review page: $(DEMO_OUT)/report/index.html (open it from disk)"
 
 clean:
-	rm -rf $(VENV) $(VLLM_VENV) $(DEMO_OUT) *.egg-info
+	rm -rf $(VENV) $(VLLM_VENV) $(DEMO_OUT) docs/_build *.egg-info

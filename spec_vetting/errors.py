@@ -163,3 +163,10 @@ class RunFailedError(SpecVettingError):
     """The run could not finish; what is done is kept and the same command resumes it."""
 
     kind = "run_failed"
+
+
+class RunNotStartedError(SpecVettingError):
+    """The run did not start (the engine did not answer, ...): it has no run id and nothing was written; fix the
+    cause, then run the same command again."""
+
+    kind = "run_not_started"

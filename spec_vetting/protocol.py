@@ -1,4 +1,4 @@
-"""The exact strings of the Spec-o3 training setup (SPEC_O3_PROTOCOL.md sections 2 and 3).
+"""The exact strings of the Spec-o3 training setup (docs/maintainers/protocol.md sections 2 and 3).
 
 Fidelity is the contract: these are compared character for character in tests. Change nothing here without the
 protocol document changing first.

@@ -62,7 +62,7 @@ def test_trimmed_file_ids_are_rows(tmp_path):
 def test_unknown_target_exits_nonzero_naming_file_and_target():
     path = DATA / "coadd-sv3-dark-26065.fits"
     r = _run(path, "--target", "42")
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # an input no rerun fixes
     assert str(path) in r.stderr and "target 42" in r.stderr
 
 
@@ -70,7 +70,7 @@ def test_bad_input_exits_nonzero_with_message(tmp_path):
     p = tmp_path / "x.fits"
     p.write_text("hello")
     r = _run(p)
-    assert r.exit_code == 1 and "not a FITS file" in r.stderr and str(p) in r.stderr
+    assert r.exit_code == 2 and "not a FITS file" in r.stderr and str(p) in r.stderr
 
 
 def test_text_output_is_readable():
@@ -167,13 +167,13 @@ def test_json_lists_real_desi_spectra_and_trimmed_files(real_dir):
 def test_unusable_target_exits_nonzero_naming_file_target_and_reason():
     path = DATA / "coadd-sv3-dark-26065.fits"
     r = _run(path, "--target", "616088619186127404")
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert str(path) in r.stderr and "target 616088619186127404" in r.stderr and "sky fibre" in r.stderr
     assert "Traceback" not in r.output
 
 
 def test_target_on_a_single_spectrum_file_and_redrock_file_given_as_spectrum():
     r = _run(DATA / "spec-55862-B6212_sp06-006.fits", "--target", "3")
-    assert r.exit_code == 1 and "holds a single spectrum" in r.stderr
+    assert r.exit_code == 2 and "holds a single spectrum" in r.stderr
     r = _run(DATA / "redrock-4-80613-thru20210324.fits")
-    assert r.exit_code == 1 and "redshift catalogue" in r.stderr and "--redrock" in r.stderr
+    assert r.exit_code == 2 and "redshift catalogue" in r.stderr and "--redrock" in r.stderr

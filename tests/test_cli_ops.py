@@ -94,8 +94,8 @@ def test_path_options_complete_as_files():
     assert _complete("spec-vet run --candidates ex") == ["file,ex"]
 
 
-def test_readme_documents_shell_completion():
-    readme = (REPO / "README.md").read_text()
+def test_the_commands_guide_documents_shell_completion():
+    readme = (REPO / "docs" / "guide" / "commands.md").read_text()
     assert "_SPEC_VET_COMPLETE=bash_source" in readme and "zsh_source" in readme
 
 

@@ -1,5 +1,6 @@
-"""One spelling of --run (alias --run-id) in every command, an unknown run refused with exit 1 before anything is
-written, exit 2 for inputs no rerun can fix, and one candidate id for a DESI target in `inspect` and `run`."""
+"""One spelling of --run (alias --run-id) in every command, an unknown run refused with exit 2 before anything is
+written (no rerun fixes it), exit 2 for inputs no rerun can fix, and one candidate id for a DESI target in `inspect`
+and `run`."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def _decisions(tmp_path):
 
 
 @pytest.mark.parametrize("flag", ["--run", "--run-id"])
-def test_an_unknown_run_is_refused_with_exit_1_by_every_command(root, tmp_path, flag):
+def test_an_unknown_run_is_refused_with_exit_2_by_every_command(root, tmp_path, flag):
     out = tmp_path / "out"
     commands = {
         "eval": ["eval", str(root)],
@@ -69,7 +70,7 @@ def test_an_unknown_run_is_refused_with_exit_1_by_every_command(root, tmp_path, 
     }
     for name, argv in commands.items():
         res = CliRunner().invoke(main, [*argv, flag, "nosuch"])
-        assert res.exit_code == 1, (name, res.output)
+        assert res.exit_code == 2, (name, res.output)
         assert "'nosuch'" in res.output and "catalog runs" in res.output, (name, res.output)
         assert not out.exists(), name  # refused before anything is written
 
@@ -136,10 +137,10 @@ def test_inspect_and_run_name_a_desi_target_the_same_way(desi, tmp_path):
     assert got == run_ids[tids[1]] == f"coadd-sv3-dark-7-{tids[1]}"
 
 
-def test_readme_command_table_spells_run_and_lists_the_hats_export():
+def test_the_command_table_spells_run_and_lists_the_hats_export():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "commands.md").read_text(encoding="utf-8")
     table = [ln for ln in readme.splitlines() if ln.startswith("| `spec-vet ")]
     assert any("catalog export ROOT --format hats -o DIR" in ln for ln in table)
     assert not any("--run-id" in ln for ln in table)  # one spelling in the table; the alias is said once in prose

@@ -27,6 +27,7 @@ CASES = [
     errors.RunLockedError("locked"),
     errors.ShardFailedError("shard failed"),
     errors.RunFailedError("run failed"),
+    errors.RunNotStartedError("the openai engine did not start"),
 ]
 
 

@@ -222,22 +222,22 @@ def test_cli_review_export_as_labels(tmp_path):
 
 def test_cli_errors_are_actionable(tmp_path):
     res = CliRunner().invoke(main, ["eval", str(tmp_path)])
-    assert res.exit_code == 1 and "no verdicts/ folder" in res.output
+    assert res.exit_code == 2 and "no verdicts/ folder" in res.output
     root = _catalog(tmp_path)
     res = CliRunner().invoke(main, ["eval", str(root), "--run", "nope"])
-    assert res.exit_code == 1 and "nope" in res.output
+    assert res.exit_code == 2 and "nope" in res.output
     bad = tmp_path / "bad.csv"
     bad.write_text("candidate_id,label\nx,perhaps\n")
     res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(bad)])
-    assert res.exit_code == 1 and "row 1" in res.output and "perhaps" in res.output
+    assert res.exit_code == 2 and "row 1" in res.output and "perhaps" in res.output
     binary = tmp_path / "labels.csv"
     binary.write_bytes(b"\xb3\x00\xff" * 40)
     res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(binary)])
-    assert res.exit_code == 1 and "labels.csv" in res.output and "not a UTF-8 CSV" in res.output
+    assert res.exit_code == 2 and "labels.csv" in res.output and "not a UTF-8 CSV" in res.output
     no_id = tmp_path / "noid.csv"
     no_id.write_text("id,label\nx,YES\n")
     res = CliRunner().invoke(main, ["eval", str(root), "--labels", str(no_id)])
-    assert res.exit_code == 1 and "no candidate_id column (columns: id, label)" in res.output
+    assert res.exit_code == 2 and "no candidate_id column (columns: id, label)" in res.output
 
 
 def test_cli_review_queue(tmp_path):

@@ -233,7 +233,7 @@ def test_cli_export_tasks_file_problems_are_clear(tmp_path):
     bad.write_text("tasks: [\n")
     res = CliRunner().invoke(main, ["export", "verl", str(root), "-o", str(tmp_path / "x.parquet"),
                                     "--tasks-file", str(bad)])
-    assert res.exit_code == 1 and "bad.yaml" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "bad.yaml" in res.output and "Traceback" not in res.output
 
 
 def test_task_of_each_key_is_looked_up_once(monkeypatch):

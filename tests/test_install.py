@@ -34,9 +34,14 @@ def test_demo_installs_the_base_package_without_torch():
 
 def test_setup_and_test_install_torch_through_the_cpu_index_script():
     cmds = _make_n("test")
-    assert "tools/install-torch.sh" in cmds and "pip install -e '.[local,dev]'" in cmds
-    assert cmds.index("install-torch.sh") < cmds.index("[local,dev]")  # torch first: the extra finds it installed
+    assert "tools/install-torch.sh" in cmds and "pip install -e '.[local,dev,docs]'" in cmds
+    assert cmds.index("install-torch.sh") < cmds.index("[local,dev,docs]")  # torch first: the extra finds it installed
     assert "pip install torch" not in cmds  # never the bare PyPI line (CUDA build on a stock Linux machine)
+
+
+def test_make_test_builds_the_docs_with_warnings_as_errors_before_the_suite():
+    cmds = _make_n("test")
+    assert "-m sphinx -W" in cmds and cmds.index("-m sphinx -W") < cmds.index("-m pytest")
 
 
 def _dry(index: str, timeout_s: str = "2") -> tuple[str, str, float]:

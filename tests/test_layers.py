@@ -1,4 +1,5 @@
-"""The layer table of DESIGN.md, checked on the source: imports point down only.
+"""The layer table (docs/maintainers/architecture.md, generated from RANKS below), checked on the source: imports
+point down only.
 
 Every top-level part of the package has a rank; a module may import its own part or a part of lower rank. Parts
 that share a rank are peers and must not import each other (the inspection loop and the engines both stand on the
@@ -15,7 +16,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "spec_vetting"
 
-#: part of the package -> rank (higher may import lower); the layer names are DESIGN.md's
+#: part of the package -> rank (higher may import lower); the comments name the layers. docs/maintainers/architecture.md
+#: renders this table (its build fails when a part here has no description there)
 RANKS: dict[str, int] = {
     # vocabulary
     "__init__": 0, "errors": 0, "types": 0, "protocol": 0, "lines": 0, "chat_stream": 1,
@@ -104,7 +106,8 @@ def _violations() -> list[str]:
         module = _module_name(path)
         own = _part(module)
         if own not in RANKS:
-            problems.append(f"{module}: part {own!r} has no layer in RANKS (place it in DESIGN.md and here)")
+            problems.append(f"{module}: part {own!r} has no layer in RANKS (rank it here and describe it in "
+                            "docs/maintainers/architecture.md)")
             continue
         for target in sorted(package_imports(path)):
             other = _part(target)

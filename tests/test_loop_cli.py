@@ -32,7 +32,7 @@ def test_inspect_json_against_server(tmp_path):
                                                    "(6500, 6600) Å")
         assert out["renderer_version"] and out["prompt_version"].startswith("builtin-")
         assert Path(out["full_view_file"]).read_bytes().startswith(b"\x89PNG")
-        assert Path(t0["image_file"]).name == "turn01_zoom_6500-6600.png"
+        assert t0["turn"] == 0 and Path(t0["image_file"]).name == "turn00_zoom_6500-6600.png"
         assert all("tools" not in q.body for q in srv.chat_requests)
 
 
@@ -44,7 +44,7 @@ def test_inspect_readable_output(monkeypatch):
                                         "--logprobs", "--api-key-env", "MY_GATEWAY_KEY"])
         assert res.exit_code == 0, res.output
         assert "task carbon (Carbon Star (C-type))" in res.output
-        assert "-- turn 1" in res.output and "zoom 6500-6600 Å" in res.output
+        assert "-- turn 0" in res.output and "zoom 6500-6600 Å" in res.output
         assert "verdict: YES (well_formed), p_yes 0.750 (logprobs)" in res.output
         assert all(q.body["logprobs"] is True for q in srv.chat_requests)
         assert all(q.headers.get("Authorization") == "Bearer sk-cli-789" for q in srv.requests)
@@ -92,8 +92,8 @@ def test_dead_server_exits_1(tmp_path):
     assert r.exit_code == 1 and "health check" in r.output
 
 
-def test_unreadable_file_exits_1(tmp_path):
+def test_unreadable_file_exits_2(tmp_path):
     bad = tmp_path / "x.fits"
     bad.write_bytes(b"not fits")
     r = CliRunner().invoke(main, ["inspect", str(bad), "--task", "cv", "--endpoint", "http://127.0.0.1:9/v1"])
-    assert r.exit_code == 1 and str(bad) in r.output
+    assert r.exit_code == 2 and str(bad) in r.output

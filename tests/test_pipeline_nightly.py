@@ -129,7 +129,7 @@ def test_systemd_service_has_on_failure_and_the_linger_note():
     assert "1" not in service["Service"]["SuccessExitStatus"][0].split()
     text = (PIPELINES / "spec-vet-nightly.service").read_text()
     assert "loginctl enable-linger" in text
-    readme = (PIPELINES.parent / "README.md").read_text()
+    readme = (PIPELINES.parent / "docs" / "guide" / "nightly.md").read_text()
     assert "loginctl enable-linger" in readme and "OnFailure=" in readme and "MAILTO" in readme
     assert any(line.startswith("MAILTO=") for line in (PIPELINES / "crontab.example").read_text().splitlines())
 

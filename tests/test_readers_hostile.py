@@ -233,7 +233,7 @@ def test_render_cli_never_crashes_with_a_raw_value_error(tmp_path):
 
     q = _lamost(tmp_path, "q.fits", impossible)
     bad = runner.invoke(main, ["render", str(q), "-o", str(tmp_path / "c.png")])
-    assert bad.exit_code == 1 and "Z = -5 is not a physical redshift" in bad.output
+    assert bad.exit_code == 2 and "Z = -5 is not a physical redshift" in bad.output
     assert bad.exception is None or isinstance(bad.exception, SystemExit)
 
 

@@ -10,7 +10,7 @@ from spec_vetting.io import iter_spectra, read_spectrum, sniff_layout
 
 pytestmark = pytest.mark.real_data
 
-#: layout variant per file-name pattern, from ../shared/docs/SURVEY_FORMATS.md section 4
+#: layout variant per file-name pattern (the survey formats' documentation, worked out by hand for each real file)
 EXPECTED_VARIANT = [
     ("lamost/med-", "lamost-mrs"),
     ("lamost/pylasp_", "lamost-lrs-coadd-table"),

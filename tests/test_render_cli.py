@@ -55,17 +55,17 @@ def test_redshift_option_moves_the_rest_frame(real_dir, tmp_path):
     assert not np.array_equal(_rgb(io.BytesIO(a.read_bytes())), _rgb(io.BytesIO(b.read_bytes())))
 
 
-def test_empty_window_and_bad_files_exit_1_with_a_message(real_dir, tmp_path):
+def test_empty_window_and_bad_files_exit_2_with_a_message(real_dir, tmp_path):
     runner = CliRunner()
     out = tmp_path / "x.png"
     result = runner.invoke(main, ["render", str(real_dir / LAMOST_DR10), "--range", "1000", "1100", "-o", str(out)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # inputs no rerun fixes
     assert "No data points in specified wavelength range" in result.output and LAMOST_DR10 in result.output
     assert not out.exists()
     junk = tmp_path / "junk.fits"
     junk.write_bytes(b"not a fits file")
     result = runner.invoke(main, ["render", str(junk), "-o", str(out)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "junk.fits" in result.output
 
 

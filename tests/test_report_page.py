@@ -96,7 +96,7 @@ def test_cli_report_writes_page_for_the_run(tmp_path):
     page = (tmp_path / "out" / "index.html").read_text()
     assert "review queue" in page and len(_data_block(page)["candidates"]) == 2
     res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "o2"), "--run", "missing"])
-    assert res.exit_code == 1 and "missing" in res.output
+    assert res.exit_code == 2 and "missing" in res.output
 
 
 def test_run_data_finds_the_run_in_the_rows_without_run_records(tmp_path):

@@ -124,7 +124,7 @@ def test_cli_queue_streams_in_python_order(tmp_path, monkeypatch):
 def test_cli_queue_of_an_unknown_run_says_what_to_do(tmp_path):
     root, _ = _big_catalog(tmp_path, n=20)
     res = CliRunner().invoke(main, ["review-queue", str(root), "--run", "nope"])
-    assert res.exit_code == 1 and "run 'nope' has no verdict rows" in res.output
+    assert res.exit_code == 2 and "run 'nope' has no verdict rows" in res.output
     assert "spec-vet catalog runs" in res.output
 
 
@@ -152,7 +152,7 @@ def test_report_keeps_the_most_urgent_and_says_how_many_it_left_out(tmp_path, mo
     alias = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "c"), "--task", "cs"])
     assert alias.exit_code == 0 and "carbon" in (tmp_path / "c" / "index.html").read_text(encoding="utf-8")
     res = CliRunner().invoke(main, ["report", str(root), "-o", str(tmp_path / "none"), "--task", "gm"])
-    assert res.exit_code == 1 and "has no verdicts of task gm; its tasks: carbon, cv, wd" in res.output
+    assert res.exit_code == 2 and "has no verdicts of task gm; its tasks: carbon, cv, wd" in res.output
 
 
 def test_report_files_each_hold_their_own_slice_of_the_run(tmp_path, monkeypatch):

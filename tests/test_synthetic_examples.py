@@ -71,5 +71,5 @@ def test_a_folder_with_a_foreign_candidate_list_is_refused_and_left_alone(tmp_pa
 def test_an_unwritable_folder_is_an_error_not_a_traceback(tmp_path):
     (tmp_path / "a-file").write_text("x")
     r = CliRunner().invoke(main, ["make-examples", str(tmp_path / "a-file" / "out"), "--n", "1"])
-    assert r.exit_code == 1 and "cannot write the examples under" in r.output
+    assert r.exit_code == 2 and "cannot create the folder" in r.output and "a-file is a file" in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)

@@ -163,10 +163,14 @@ def test_cli_import_specvi_unwritable_output_is_a_usage_error(tmp_path):
 
     f = tmp_path / "test_cv.parquet"
     _specvi_file(f, [("cv", "<image>\nAnalyze the provided spectrum to determine if it is a **CV**.")])
-    out = tmp_path / "no-such-dir" / "tasks.yaml"
+    (tmp_path / "a-file").write_text("x")
+    out = tmp_path / "a-file" / "tasks.yaml"  # a missing folder is created; one under a file cannot be
     res = CliRunner().invoke(main, ["tasks", "import-specvi", str(f), "-o", str(out)])
-    assert res.exit_code == 2 and f"cannot write {out}" in res.output and "-o" in res.output
+    assert res.exit_code == 2 and f"-o {out}" in res.output and "is a file, not a folder" in res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
+    made = tmp_path / "no-such-dir" / "tasks.yaml"
+    assert CliRunner().invoke(main, ["tasks", "import-specvi", str(f), "-o", str(made)]).exit_code == 0
+    assert "cv" in made.read_text(encoding="utf-8")
 
 
 def test_specvi_bad_file(tmp_path):

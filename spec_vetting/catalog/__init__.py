@@ -14,8 +14,8 @@
 The catalog sits above ``inspect`` (label files use its task aliases) and below ``pipeline``, which writes it, and
 evaluation, the review page and export, which read it. It never imports engines, Dask or the pipeline.
 
-The names below are the reading API the README documents (``spec_vetting.catalog.read_verdicts(root)``); code in
-this package imports from the modules themselves.
+The names below are the reading API docs/reference/api.md documents (``spec_vetting.catalog.read_verdicts(root)``);
+code in this package imports from the modules themselves.
 """
 
 from .read import latest_run_id, list_runs, read_current, read_manifest, read_run, read_turns, read_verdicts

@@ -54,6 +54,21 @@ UCDS = {
     "started_at": "time.start",
     "elapsed_s": "time.duration",
     "run_date": "time.epoch;meta.dataset",
+    # Gaia evidence (spec-vet run --evidence gaia=...): the words the Gaia archive gives its own columns where
+    # UCD1+ has them (G has no em.opt.G word: em.opt, as the archive writes it)
+    "gaia_source_id": "meta.id.cross",
+    "gaia_parallax": "pos.parallax",
+    "gaia_parallax_error": "stat.error;pos.parallax",
+    "gaia_pmra": "pos.pm;pos.eq.ra",
+    "gaia_pmdec": "pos.pm;pos.eq.dec",
+    "gaia_phot_g_mean_mag": "phot.mag;em.opt",
+    "gaia_bp_rp": "phot.color;em.opt.B;em.opt.R",
+    "gaia_ruwe": "stat.fit.goodness",
+    "gaia_sep_arcsec": "pos.angDistance",
+    "gaia_n_within": "meta.number",
+    "gaia_abs_g": "phys.magAbs;em.opt",
+    "gaia_abs_g_error": "stat.error;phys.magAbs;em.opt",
+    "gaia_reason": "meta.note",
 }
 
 #: VOUnit spellings of the schema's units that VOUnit deprecates

@@ -1,7 +1,9 @@
 """`spec-vet`: the command line. Each command lives in its own module and is loaded on first use.
 
-Exit codes: 0 done (per-candidate errors are rows, not failures); 1 the work could not finish (safe to rerun);
-2 usage or configuration error.
+Exit codes, the same for every command (docs/guide/exit-codes.md): 0 done (per-candidate errors are rows, not
+failures); 1 the work could not finish and running the same command again may (the message says what to fix
+first); 2 usage, configuration, or an input no rerun fixes (an unwritable output path, a missing parent folder that
+cannot be created, a folder that is not a catalog root, a run or candidate the catalog does not hold).
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ class LazyGroup(click.Group):
             click.echo(f"error: {exc}", err=True)
             sys.exit(2)
         except Exception as exc:
+            if isinstance(exc, OSError) and not _undecodable_catalog_file(exc):
+                # a path the command did not check up front (they all check their output paths): one line, no
+                # traceback
+                from .output_path import os_error_line
+
+                line, code = os_error_line(exc)
+                click.echo(line, err=True)
+                sys.exit(code)
             if not _undecodable_catalog_file(exc):
                 raise
             # a catalog file whose frame is whole but whose insides are damaged: the readers leave out the files

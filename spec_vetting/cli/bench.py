@@ -15,6 +15,8 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError, SpecVettingError
+from .output_path import output_folder
+from .run_option import command_error
 
 
 @click.group("bench")
@@ -54,6 +56,9 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
     from ..evaluate import evaluate, format_text, write_plots
     from ..pipeline import job_from_dict, run_job
 
+    output_folder(out_dir, "--out")
+    if plots_dir:
+        output_folder(plots_dir, "--plots")
     files = sorted(p for p in folder.glob(pattern) if p.is_file())
     if not files:
         raise click.UsageError(f"{folder}: no file matches {pattern!r}; pass the folder holding e.g. test_cv.parquet")
@@ -71,7 +76,7 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     attach_labels(data.verdicts)
     ev = evaluate(data.verdicts, run_id=data.run_id)
     written = write_plots(ev, plots_dir) if plots_dir else []

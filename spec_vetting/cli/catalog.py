@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .output_path import folders_kept_on_success, make_parents, output_file, output_folder
 from .run_option import InputError, checked_run, run_option
 
 
@@ -125,8 +126,9 @@ def compact(root: str) -> None:
     for r in out["compacted"]:
         click.echo(f"run {r['run_id']}: {r['rows'].get('verdicts', 0)} verdict rows, "
                    f"{r['rows'].get('turns', 0)} turn rows -> {sum(r['files'].values())} file(s)")
-    click.echo(f"compacted {len(out['compacted'])} run(s); current/ rebuilt" if out["compacted"]
-               else "nothing to compact; current/ rebuilt")
+    done = f"compacted {len(out['compacted'])} run(s)" if out["compacted"] else "nothing to compact"
+    current = {"rebuilt": "current/ was missing and is rebuilt", "updated": "current/ updated with them"}
+    click.echo(f"{done}; {current.get(out['current'], 'nothing was rewritten')}")
 
 
 @catalog.command("export")
@@ -157,11 +159,13 @@ def export(root, fmt, output, current, where, run_id) -> None:
     from .damage import warn_damaged
 
     _check_root(root)
-    warn_damaged(root)
     run_id = checked_run(root, run_id)
+    (output_folder if fmt == "hats" else output_file)(output)
+    warn_damaged(root)
     try:
-        n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
-                           notice=lambda s: click.echo(f"note: {s}", err=True))
+        with folders_kept_on_success(output if fmt == "hats" else Path(output).parent):
+            n = export_catalog(root, output, fmt, current=current, where=where, run_id=run_id,
+                               notice=lambda s: click.echo(f"note: {s}", err=True))
     except (CatalogReadError, FileExistsError) as exc:  # a selection or an output that no rerun fixes
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
@@ -189,6 +193,7 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
 
     _check_root(root)
     run_id = checked_run(root, run_id)
+    output_file(output)
     try:
         png, row = turn_picture(root, candidate, task, turn, run_id, check=not no_check)
     except NotInCatalogError as exc:  # the command names what the catalog does not hold: no rerun changes that
@@ -196,7 +201,7 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
     except SpecVettingError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
-    write_picture(png, output)
+    write_picture(png, make_parents(output))
     click.echo(f"{output}: {len(png)} bytes, sha256 {row.get('picture_sha256')} (run {row['run_id']})")
 
 

@@ -7,7 +7,8 @@ import json
 import click
 
 from ..errors import SpecVettingError
-from .run_option import run_option
+from .output_path import output_folder
+from .run_option import CommandError, command_error, run_option
 
 
 def load_labels(root, labels_file):
@@ -48,7 +49,8 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
 
     UNDECIDED and ERROR count as 'not YES': wrong in accuracy, a false negative when the label is YES, never a
     false positive. A task with no row labelled YES has F1 n/a and is left out of macro-F1 (the output names it).
-    Exit code 1 when the catalog or the label file cannot be read.
+    Exit code 2 when ROOT holds no verdicts of the run or the label file is malformed (no rerun fixes either), 1
+    when verdict files are damaged (repair, then run again).
 
     \b
     Examples:
@@ -60,15 +62,17 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
     from .damage import warn_damaged
     from .default_run import pick_run
 
+    if plots_dir:
+        output_folder(plots_dir, "--plots")
     damaged = warn_damaged(root)
     try:
         run_id = pick_run(root, run_id)
         run_id, table = load_labelled_table(root, run_id, labels_file)
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     ours = [d for d in damaged if d.table == "verdicts" and (not d.runs or run_id in d.runs)]
     if ours and not skip_damaged:
-        raise click.ClickException(
+        raise CommandError(
             f"{len(ours)} verdict file(s) of run {run_id} are damaged (named above): metrics without their rows "
             "would not be the run's. Repair the catalog (`spec-vet catalog check ROOT --repair`), or pass "
             "--skip-damaged to evaluate the readable rows only")

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from ..fixtures.examples import MARKER, remove_previous_examples, write_examples
+from .output_path import output_folder
 
 
 @click.command("make-examples")
@@ -29,6 +30,7 @@ def make_examples(out_dir: Path, n: int, seed: int, gaia: bool) -> None:
       spec-vet make-examples ex/ --gaia
       spec-vet run --candidates ex/candidates-gaia.csv --task wd --evidence gaia=ex/gaia --out catalog/
     """
+    output_folder(out_dir, "DIR")
     if (out_dir / MARKER).is_file():
         remove_previous_examples(out_dir)
     elif (out_dir / "candidates.csv").exists():

@@ -8,7 +8,8 @@ from pathlib import Path
 import click
 
 from ..errors import ConfigError, SpecVettingError
-from .run_option import run_option
+from .output_path import output_file, output_folder
+from .run_option import command_error, run_option
 
 _labels_option = click.option(
     "--labels", "labels_file", type=click.Path(exists=True, dir_okay=False),
@@ -36,7 +37,7 @@ def _load(root, run_id, labels_file, tasks_file):
         labels = load_labels(root, labels_file)
         data = slices_from_catalog(root, run_id, labels)
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     if tasks_file is None:
         recorded = run_tasks_file(root, data.run_id)
         if recorded and Path(recorded).is_file():
@@ -50,7 +51,7 @@ def _load(root, run_id, labels_file, tasks_file):
         try:
             list_tasks(tasks_file)  # a broken file is the user's to fix, not a reason to skip every row
         except SpecVettingError as exc:
-            raise click.ClickException(str(exc)) from exc
+            raise command_error(exc) from exc
     return data, tasks_file
 
 
@@ -79,6 +80,7 @@ def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered, allow
     """
     from ..export import export_sft
 
+    output_folder(out_dir)
     data, tasks_file = _load(root, run_id, labels_file, tasks_file)
     try:
         summary = export_sft(data, out_dir, include_recovered=include_recovered,
@@ -106,6 +108,7 @@ def verl(root, out_file, labels_file, run_id, tasks_file):
     """
     from ..export import export_verl
 
+    output_file(out_file)
     data, tasks_file = _load(root, run_id, labels_file, tasks_file)
     summary = export_verl(data, out_file, tasks_file=tasks_file)
     click.echo(summary.text())

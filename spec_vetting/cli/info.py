@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from typing import Any
 
 import click
 
 from ..errors import SpecVettingError
 from ..spectrum import Spectrum
+from .run_option import command_error
 
 
 def spectrum_summary(spectrum: Spectrum) -> dict[str, Any]:
@@ -87,7 +87,8 @@ def info(path: str, target: str | None, redrock: str | None, as_json: bool) -> N
 
     \b
     A multi-target DESI file without --target lists every usable science target; skipped fibres (sky, stuck,
-    bad FIBERSTATUS, no good pixel) are counted on stderr. Bad input exits with status 1 and the reason.
+    bad FIBERSTATUS, no good pixel) are counted on stderr. Bad input exits with status 2 and the reason (1: a read that
+    timed out, which a rerun may get past).
     The layout is recognised from the content, never the name (gzip bytes under a .fits name are fine).
 
     \b
@@ -109,8 +110,7 @@ def info(path: str, target: str | None, redrock: str | None, as_json: bool) -> N
         else:
             summaries = spectrum_summary(read_spectrum(path, target, redrock=redrock))
     except SpecVettingError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc) from exc
     if as_json:
         click.echo(json.dumps(summaries, indent=2))
     elif isinstance(summaries, list):

@@ -18,6 +18,7 @@ from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError, SpecVettingError, TargetNeededError
 from ..protocol import MAX_ASSISTANT_TURNS
 from .complete import complete_task
+from .run_option import command_error
 
 #: the command-line flag of each engine setting, for messages
 _SETTING_FLAGS = {"endpoints": "--endpoint", "model": "--model"}
@@ -68,16 +69,21 @@ def _result_json(result, image_files: dict[int, str]) -> dict[str, Any]:
 
 
 def _save_images(result, directory: Path) -> dict[int, str]:
+    """The pictures, named by turn as the catalog counts turns (from 0; `spec-vet catalog picture` TURN): the full
+    view is turn -1."""
+    from .output_path import make_folder
+
+    make_folder(directory, "--save-images")
     files: dict[int, str] = {}
     if result.initial_image_png:
-        p = directory / "turn00_full.png"
+        p = directory / "full_view.png"
         p.write_bytes(result.initial_image_png)
         files[-1] = str(p)
     for t in result.turns:
         if t.image_png:
             w = t.zoom_window
             tag = f"zoom_{w[0]:g}-{w[1]:g}" if w else "full"
-            p = directory / f"turn{t.index + 1:02d}_{tag}.png"
+            p = directory / f"turn{t.index:02d}_{tag}.png"
             p.write_bytes(t.image_png)
             files[t.index] = str(p)
     return files
@@ -93,6 +99,7 @@ def _print_readable(result, task, spectrum_label: str, image_files: dict[int, st
                f"prompt {result.prompt_version}")
     if result.redshift_used:
         click.echo(f"zoom windows in the rest frame (z = {result.redshift_used:g})")
+    click.echo("turns count from 0, as in the catalog and `spec-vet catalog picture` (-1: the full view)")
     if -1 in image_files:
         click.echo(f"full view: {image_files[-1]}")
     for t in result.turns:
@@ -102,7 +109,7 @@ def _print_readable(result, task, spectrum_label: str, image_files: dict[int, st
             cached = f", {u.cached_tokens} cached" if u.cached_tokens is not None else ""
             tokens = f", {u.prompt_tokens if u.prompt_tokens is not None else '?'} prompt + " \
                      f"{u.completion_tokens if u.completion_tokens is not None else '?'} completion tokens{cached}"
-        click.echo(f"\n-- turn {t.index + 1} ({t.latency_s:.2f} s{tokens})")
+        click.echo(f"\n-- turn {t.index} ({t.latency_s:.2f} s{tokens})")
         click.echo(_indent(t.assistant_text.rstrip()))
         if t.tool_call is not None:
             where = f"zoom {t.zoom_window[0]:g}-{t.zoom_window[1]:g} Å" if t.zoom_window else "tool"
@@ -197,11 +204,9 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
     except ConfigError as exc:
         raise click.UsageError(str(exc)) from exc
     if save_images:  # made before the inspection runs, so a bad path costs nothing
-        try:
-            Path(save_images).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise click.UsageError(f"--save-images {save_images}: cannot create the folder "
-                                   f"({exc.strerror or exc}); pass a writable folder") from exc
+        from .output_path import output_folder
+
+        output_folder(save_images, "--save-images")
 
     from ..io import parse_target, read_spectrum
     from ..io.candidates import default_candidate_id
@@ -213,8 +218,7 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
         click.echo(f"error: {exc}; pass --target", err=True)
         sys.exit(2)
     except SpecVettingError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc) from exc
     z = redshift if redshift is not None else spectrum.meta.redshift
     # the id `spec-vet run` gives the same spectrum (a DESI file's one usable target is named by its TARGETID there)
     named = tgt if tgt is not None or spectrum.meta.survey != "desi" else spectrum.meta.ids.get("targetid")

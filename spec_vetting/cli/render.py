@@ -4,11 +4,12 @@ model sees for a survey file, full view or one zoom window, in the rest frame as
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
 from ..errors import RenderError, SpecVettingError, TargetNeededError
+from .output_path import make_parents, output_file
+from .run_option import command_error
 
 
 @click.command("render")
@@ -31,7 +32,8 @@ from ..errors import RenderError, SpecVettingError, TargetNeededError
 )
 @click.option("--title", default="Spectrum", show_default=True, help="Plot title (the trained default is 'Spectrum').")
 @click.option(
-    "-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True), help="PNG file to write."
+    "-o", "--output", required=True, type=click.Path(dir_okay=False),
+    help="PNG file to write (missing folders are created).",
 )
 def render(path, target, window, redshift, title, output) -> None:
     """Draw the Spec-o3 picture of the spectrum in PATH and write it to OUT.png.
@@ -52,6 +54,7 @@ def render(path, target, window, redshift, title, output) -> None:
         raise click.UsageError(f"--range {window[0]:g} {window[1]:g}: MIN must be smaller than MAX")
     if redshift is not None and not (-1.0 < redshift < 1e3):
         raise click.UsageError(f"--redshift {redshift:g}: a redshift must be above -1 (1 + z > 0)")
+    output_file(output)
     try:
         spectrum = read_spectrum(path, target=parse_target(target))
         for warning in spectrum.meta.warnings:
@@ -62,16 +65,14 @@ def render(path, target, window, redshift, title, output) -> None:
         click.echo(f"error: {exc}; pass --target", err=True)
         sys.exit(2)
     except RenderError as exc:  # the message names the window, not the file
-        click.echo(f"error: {path}: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc, f"{path}: {exc}") from exc
     except SpecVettingError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
+        raise command_error(exc) from exc
     except (ValueError, ArithmeticError) as exc:  # never a raw traceback: say what could not be drawn
         z = spectrum.meta.redshift if redshift is None else redshift
         click.echo(f"error: {path}: cannot draw the spectrum (rest frame z={z}): {exc}", err=True)
         sys.exit(1)
-    out = Path(output)
+    out = make_parents(output)
     out.write_bytes(png)
     from PIL import Image
 

@@ -7,7 +7,8 @@ import click
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
 from ..report.page import DEFAULT_MAX_CANDIDATES, DEFAULT_PER_FILE, IMAGE_MODES
-from .run_option import run_option
+from .output_path import output_folder
+from .run_option import command_error, run_option
 
 
 @click.command("report")
@@ -48,6 +49,7 @@ def report(root, out_dir, run_id, only, tasks, max_candidates, threshold, per_fi
     from .default_run import pick_run
 
     only_queue = only == "review-queue"
+    output_folder(out_dir)
     warn_damaged(root)
     try:
         run_id = pick_run(root, run_id)
@@ -56,7 +58,7 @@ def report(root, out_dir, run_id, only, tasks, max_candidates, threshold, per_fi
         paths = write_pages(selection, out_dir, threshold=threshold, only_queue=only_queue, per_file=per_file,
                             images=images)
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     if selection.left_out:
         click.echo(f"warning: {selection.left_out} more verdicts were selected than --max-candidates "
                    f"{max_candidates} allows; the page holds the most urgent (narrow the selection with --only "

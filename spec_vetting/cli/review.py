@@ -12,7 +12,7 @@ import click
 
 from ..confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
-from .run_option import InputError, run_option
+from .run_option import InputError, command_error, run_option
 
 QUEUE_COLUMNS = ("candidate_id", "task", "verdict", "p_yes", "status", "review_reasons", "reason", "error_kind",
                  "error_message", "path", "target")
@@ -61,7 +61,7 @@ def review_queue(root, threshold, run_id):
                     _one_line(row["error_message"]), row["path"] or "", row["target"] or "",
                 ])
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     click.echo(f"{scan.queued} of {scan.total} verdicts of run {scan.run_id} need review", err=True)
 
 
@@ -81,12 +81,15 @@ def read_decisions(path) -> list[dict]:
     """Rows of a review-page export (UTF-8 CSV); an :class:`InputError` (exit 2) naming the problem otherwise."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as exc:
         raise InputError(f"{path}: not a UTF-8 CSV file ({exc})") from exc
-    if rows and ("candidate_id" not in rows[0] or "task" not in rows[0]):
+    # the header decides, also for a file without rows (an empty file or another text is no export)
+    if "candidate_id" not in columns or "task" not in columns:
         raise InputError(f"{path}: needs candidate_id and task columns (the review page's export has them;"
-                                   f" columns here: {', '.join(rows[0])})")
+                         f" columns here: {', '.join(columns) or 'none'})")
     return rows
 
 
@@ -145,7 +148,7 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
     try:
         data = read_run(root, run_id, with_turns=False)
     except SpecVettingError as exc:
-        raise click.ClickException(str(exc)) from exc
+        raise command_error(exc) from exc
     verdicts = {(str(v["candidate_id"]), str(v["task"])): v.get("verdict") for v in data.verdicts}
     problems, clean = [], []
     now = datetime.now(UTC).isoformat(timespec="seconds")

@@ -22,6 +22,7 @@ from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
 from ..pipeline.config import DEFAULT_READ_TIMEOUT_S
 from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS
 from .complete import complete_task
+from .output_path import output_folder
 
 
 def _job_option(field: str, *flags: str, **kwargs):
@@ -280,7 +281,7 @@ def run(job_file, example, fresh, progress, **opts):
 
         click.echo(example_job_text(), nl=False)
         return
-    from ..errors import RunFailedError, RunLockedError
+    from ..errors import RunFailedError, RunLockedError, RunNotStartedError
     from ..pipeline.runner import run_job
     from .plotting import require_plotting_environment
 
@@ -288,6 +289,7 @@ def run(job_file, example, fresh, progress, **opts):
 
     try:
         job = build_job(job_file, opts)
+        output_folder(job.out, "--out")  # checked, not created: a refused run writes nothing
         _install_signal_handlers()
         for line in check_ignored_settings(job, opts):
             click.echo(line, err=True)
@@ -295,6 +297,10 @@ def run(job_file, example, fresh, progress, **opts):
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    except RunNotStartedError as exc:  # no run id yet and nothing written: there is nothing to resume
+        click.echo(f"error: {str(exc).rstrip('. ')}; nothing was written: fix that, then run the same command "
+                   "again.", err=True)
+        sys.exit(1)
     except (RunLockedError, RunFailedError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)

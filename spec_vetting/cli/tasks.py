@@ -8,6 +8,7 @@ import click
 
 from ..errors import ConfigError
 from .complete import complete_task
+from .output_path import make_parents, output_file
 
 
 def _usage_error(exc: ConfigError) -> click.UsageError:
@@ -97,6 +98,7 @@ def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revisio
     out = Path(output)
     if not parquet and not from_hub:
         raise click.UsageError("give SpecVI-Bench parquet file(s), or --from-hub")
+    output_file(out)
     try:
         files = [Path(p) for p in parquet]
         if from_hub:
@@ -126,6 +128,7 @@ def import_specvi(parquet: tuple[str, ...], output: str, from_hub: bool, revisio
                              aliases=aliases, source="specvi", **own))
     new_keys = {t.key for t in imported}
     merged = [t for t in existing if t.key not in new_keys] + imported
+    make_parents(out)
     tmp = out.with_name(out.name + ".tmp")
     try:  # written whole, then renamed: an existing tasks file is never left half-written
         tmp.write_text(dump_tasks_yaml(merged), encoding="utf-8")

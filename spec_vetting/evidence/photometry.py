@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-#: parallax_over_error below this: no M_G (documented in the README and the schema)
+#: parallax_over_error below this: no M_G (documented in docs/guide/evidence.md and the schema)
 PARALLAX_OVER_ERROR_MIN = 5.0
 _FIVE_OVER_LN10 = 5.0 / math.log(10.0)
 

@@ -2,7 +2,7 @@
 
 Data model: LAMOST pilot-data "Fits Files" page (lamost.org/public/dr/algorithms/ff), DR3 data-production
 description (dr3.lamost.org/doc/data-production-description) and DR8/DR10 LRS pages; the quirks below were checked
-on real files (see ../shared/docs/SURVEY_FORMATS.md section 1).
+on real files (the layouts read: docs/guide/inputs.md).
 
 File names (for humans; we sniff content): ``spec-LMJD-PLANID_spSS-FFF.fits[.gz]`` or ``<obsid>.fits``.
 

@@ -3,7 +3,7 @@
 
 Data models: data.sdss.org/datamodel/files/BOSS_SPECTRO_REDUX/RUN2D/spectra/PLATE4/spec.html;
 classic.sdss.org/dr7/dm/flatFiles/spSpec.html and classic.sdss.org/dr7/products/spectra/read_spSpec.html;
-SPPIXMASK bits: sdss3.org/dr10/algorithms/bitmask_sppixmask.php. See ../shared/docs/SURVEY_FORMATS.md section 2.
+SPPIXMASK bits: sdss3.org/dr10/algorithms/bitmask_sppixmask.php. The layouts read: docs/guide/inputs.md.
 
 - Wavelength comes from the COADD ``loglam`` column only: the primary-header COEFF0 describes the spPlate grid,
   which starts 17 pixels earlier than the COADD table in legacy files.

@@ -1,6 +1,6 @@
 """SpecVI-Bench parquet files (the Spec-o3 RL/benchmark data, ``Maxwell-Jia/SpecVI-Bench``): read rows.
 
-One row per spectrum and task (``SPEC_O3_PROTOCOL.md`` section 7):
+One row per spectrum and task (``docs/maintainers/protocol.md`` section 7):
 
 - ``data_source``: the task key (``cv``, ``cc`` = carbon, ``ss``, ``gm``, ``wd``),
 - ``prompt``: the messages (system and user; the user text opens with the ``<image>`` placeholder),

@@ -460,14 +460,18 @@ def compact_root(root) -> dict:
                 stats = compact_run(root, run_id, run_date, None)
                 done_runs.append({"run_id": run_id, "run_date": run_date, **stats})
     has_current = bool(table_files(root, "current")[0])
+    current = None
     if not has_current and any(table_files(root, "verdicts")):
         rebuild_current(root)
+        current = "rebuilt"
     else:
         # the runs just compacted, in start order (a fold weighs each row by its run's start, so an older run
         # folded now still loses to the newer ones already in the view)
         for r in done_runs:
             update_current(root, r["run_id"], r["run_date"])
-    return {"root": str(root), "compacted": done_runs}
+        current = "updated" if done_runs else None
+    # current: what happened to current/ ("rebuilt" when it was missing, "updated" with the runs compacted, None)
+    return {"root": str(root), "compacted": done_runs, "current": current}
 
 
 def _has_hive_files(root: Path, run_date: str | None) -> bool:

@@ -64,7 +64,7 @@ class EngineConfig(_Strict):
         DEFAULT_TIMEOUT_S, gt=0,
         description="per-request deadline in seconds (openai): connect, headers and the whole body (a reply "
         "trickled byte by byte is cut at it); a request that times out is tried once more, then "
-        "the endpoint counts as hung (see the README's time bounds)",
+        "the endpoint counts as hung (see docs/guide/reliability.md, time bounds)",
     )
     options: dict[str, Any] = Field(
         default_factory=dict, description="extra keyword options for the engine (e.g. device, dtype, batch for local)"

@@ -64,7 +64,11 @@ def build_plan(candidates: list, run_tasks: list[str], resolve_task) -> Plan:
     for cand in candidates:
         own = getattr(cand, "task", None)
         if own:
-            key = resolve_task(own)
+            try:
+                key = resolve_task(own)
+            except ConfigError as exc:  # a typo in the list, not on the command line: say where it is
+                where = cand.source or f"candidate {cand.candidate_id}"
+                raise ConfigError(f"{where}, task column: {exc}; or fix the task in that row") from exc
             if wanted and key not in wanted:
                 skipped += 1
                 continue

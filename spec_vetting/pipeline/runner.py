@@ -25,7 +25,7 @@ from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
-from ..errors import ConfigError, RunFailedError, SpecVettingError
+from ..errors import ConfigError, RunNotStartedError, SpecVettingError
 from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
@@ -140,7 +140,40 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
     except SpecVettingError:
         raise
     except Exception as exc:
-        raise RunFailedError(f"the {name} engine could not start: {exc}. Check the endpoints and rerun") from exc
+        raise RunNotStartedError(f"the {name} engine did not start: {exc}; check the endpoints") from exc
+
+
+def _identity_before_start(job: JobConfig, name: str) -> EngineIdentity:
+    """:func:`probe_identity` of the job's engine; any failure but a ConfigError is a RunNotStartedError."""
+    try:
+        # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
+        return probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
+    except (ConfigError, RunNotStartedError):
+        raise
+    except SpecVettingError as exc:
+        raise RunNotStartedError(f"the {name} engine did not start: {exc}") from exc
+
+
+def _claim_root(root: Path) -> RootLock:
+    """The catalog root created (with its parents) and locked for this run; a folder that cannot be written is a
+    ConfigError (exit 2: no rerun fixes it)."""
+    def refused(why: str) -> ConfigError:
+        return ConfigError(f"{root}: cannot use this folder as the catalog root ({why}); pass --out a folder you "
+                           "can write to (it is created if missing)")
+
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        (root / RUNS_DIR).mkdir(exist_ok=True)
+    except OSError as exc:
+        raise refused(exc.strerror or str(exc)) from exc
+    if not os.access(root, os.W_OK | os.X_OK) or not os.access(root / RUNS_DIR, os.W_OK | os.X_OK):
+        raise refused("Permission denied")
+    lock = RootLock(root)
+    try:
+        lock.acquire()
+    except OSError as exc:
+        raise refused(exc.strerror or str(exc)) from exc
+    return lock
 
 
 def check_fidelity(job: JobConfig, identity: EngineIdentity, echo) -> None:
@@ -405,20 +438,11 @@ def run_job(
     # every evidence catalog opened and checked before anything is started (a bad one: ConfigError, exit 2)
     opened = open_sources(job.evidence)
     name = job.engine.resolved_name
+    # the engine is asked who it is before anything is written: a refused or failed start leaves no folder, no lock
+    identity = _identity_before_start(job, name)
+    check_fidelity(job, identity, echo)
+    lock = _claim_root(root)
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        (root / RUNS_DIR).mkdir(exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"{root}: cannot use this folder as the catalog root ({exc.strerror or exc}); pass --out a folder you "
-            "can write to (it is created if missing)"
-        ) from exc
-    lock = RootLock(root)
-    lock.acquire()
-    try:
-        # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
-        identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
-        check_fidelity(job, identity, echo)
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))

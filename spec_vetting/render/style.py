@@ -1,4 +1,4 @@
-"""Every constant of the plotting style Spec-o3 was trained on (SPEC_O3_PROTOCOL.md section 4).
+"""Every constant of the plotting style Spec-o3 was trained on (docs/maintainers/protocol.md section 4).
 
 Changing any value here changes the pictures the model sees; the fidelity test against ../shared/reference
 catches it. Bump :data:`spec_vetting.render.RENDERER_VERSION` whenever the output pixels change on purpose.

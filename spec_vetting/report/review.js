@@ -362,7 +362,7 @@
     wrap.appendChild(box);
     var d = decisions[key(c)] || {};
     var windows = [];
-    c.turns.forEach(function (t) { if (t.zoom) { windows.push({ lo: t.zoom[0], hi: t.zoom[1], label: 'turn ' + (t.turn + 1), turn: t.turn }); } });
+    c.turns.forEach(function (t) { if (t.zoom) { windows.push({ lo: t.zoom[0], hi: t.zoom[1], label: 'turn ' + t.turn, turn: t.turn }); } });
     var zvi = d.vi_z !== undefined && d.vi_z !== '' ? Number(d.vi_z) : NaN;
     var plot = window.SpecPlot.create(box, c.spectrum, {
       zRun: c.z === null ? 0 : c.z, z: isFinite(zvi) ? zvi : (c.z === null ? 0 : c.z), frame: 'rest',
@@ -393,14 +393,14 @@
     var plot = spectrumBox(c, wrap, live);
     if (c.initial_image) {
       var first = el('div', 'turn');
-      first.appendChild(el('h3', null, 'full view (what the model saw first)'));
+      first.appendChild(el('h3', null, 'full view (what the model saw first; turn -1 in the catalog)'));
       addImage(first, c.initial_image, 'full spectrum of ' + c.candidate_id);
       wrap.appendChild(first);
     }
     var k = 0;
     c.turns.forEach(function (t) {
       var box = el('div', 'turn');
-      box.appendChild(el('h3', null, 'assistant turn ' + (t.turn + 1)));
+      box.appendChild(el('h3', null, 'assistant turn ' + t.turn));  // from 0, as the catalog and `catalog picture`
       box.appendChild(el('pre', 'text model-text', t.assistant_text || ''));
       if (t.tool_call) { box.appendChild(el('pre', 'text', 'tool call: ' + t.tool_call)); }
       if (t.zoom) {

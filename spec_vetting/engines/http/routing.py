@@ -78,14 +78,24 @@ async def probe_health(client: httpx.AsyncClient, base_url: str, *, headers: dic
         if r.status_code not in (404, 405):
             return False, f"GET {root}/health answered HTTP {r.status_code}"
     except httpx.HTTPError as exc:
-        return False, f"GET {root}/health failed: {type(exc).__name__}: {exc}"
+        return False, f"GET {root}/health failed: {_transport_failure(exc, timeout_s)}"
     try:
         r = await client.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
         if r.status_code == 200:
             return True, None
         return False, f"GET {base_url}/models answered HTTP {r.status_code}"
     except httpx.HTTPError as exc:
-        return False, f"GET {base_url}/models failed: {type(exc).__name__}: {exc}"
+        return False, f"GET {base_url}/models failed: {_transport_failure(exc, timeout_s)}"
+
+
+def _transport_failure(exc: httpx.HTTPError, timeout_s: float) -> str:
+    """What went wrong, readable when httpx gives no text (its timeouts carry an empty message)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s (ConnectTimeout)"
+    if isinstance(exc, httpx.TimeoutException):
+        return f"no answer within {timeout_s:g} s ({type(exc).__name__}): the server accepted the connection"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class Router:
