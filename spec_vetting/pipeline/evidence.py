@@ -29,6 +29,8 @@ from .store import write_parquet_atomic
 
 EVIDENCE_DIR = "_evidence"
 NO_POSITION = "no ra/dec for the candidate"
+#: candidates named in the run summary when their match could miss a moving source (the count is complete)
+UNSURE_NAMED = 20
 
 
 def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
@@ -141,6 +143,7 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
         values: dict[str, dict[str, Any]] = {}
         todo: list[tuple[str, Any, float | None]] = []
         counts = {"given": 0, "cached": 0, "no_position": 0, "matched_now": 0}
+        unsure: list[str] = []
         for cand in unique:
             cid = str(cand.candidate_id)
             given = _given(src, cand)
@@ -171,7 +174,9 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
                 raise RunFailedError(
                     f"evidence {src.name}: the cross-match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
                     "check the catalog is reachable and rerun the same command to resume") from exc
-            rows = found.to_dict("index")
+            rows = found.frame.to_dict("index")
+            counts["beyond_margin"] = found.beyond_margin
+            unsure = [str(todo[k][1].candidate_id) for k in found.epoch_unknown]
             none_within = f"no {src.name} source within {src.radius_arcsec:g} arcsec at the spectrum's epoch"
             for i, (key, cand, _) in enumerate(todo):
                 hit = rows.get(i)
@@ -187,4 +192,7 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
         summary[src.name] = {"catalog": src.catalog, "radius_arcsec": src.radius_arcsec, "epoch": oc.epoch,
                              "margin": oc.has_margin, "proper_motions": oc.has_pm, "cache": str(folder),
                              **counts, "wall_s": round(time.perf_counter() - t0, 3)}
+        if unsure:
+            # matched at the catalog's epoch: a source that moved out of the radius since is not found
+            summary[src.name]["epoch_unknown"] = {"count": len(unsure), "candidates": unsure[:UNSURE_NAMED]}
     return summary
