@@ -112,3 +112,44 @@ def test_without_the_search_beyond_the_margin_the_fast_movers_are_lost(field, mo
     got = crossmatch.match(opened, _frame(movers).assign(key=movers.index.to_numpy())).frame
     assert len(got) < len(movers)
     assert not set(candidates.index[candidates["kind"] == "barnard"]) <= set(got.index)
+
+
+def test_a_run_with_default_settings_exits_0_and_its_rows_agree_with_the_oracle(field, tmp_path):
+    """`spec-vet run --evidence gaia=DIR` as the README gives it, on a list of the hard candidates (the movers at
+    SDSS and LAMOST epochs, pairs, field stars with negative or missing parallaxes): exit 0, every row's Gaia
+    source the oracle's."""
+    from click.testing import CliRunner
+
+    from spec_vetting.catalog.read import read_verdicts
+    from spec_vetting.cli import main
+
+    folder, catalog, candidates, oracle = field
+    ex = tmp_path / "ex"
+    r = CliRunner().invoke(main, ["make-examples", str(ex), "--n", "1", "--seed", "1"])
+    assert r.exit_code == 0, r.output
+    spectrum = pd.read_csv(ex / "candidates.csv")["path"].iloc[0]
+    spectrum = str(ex / spectrum) if not spectrum.startswith("/") else spectrum
+    by_id = catalog.set_index("source_id")
+    matched_field = oracle[(candidates["kind"] == "field") & oracle["source_id"].notna()]
+    plx = by_id.loc[matched_field["source_id"].astype(np.int64), "parallax"].to_numpy()
+    picked = [*candidates.index[~candidates["kind"].isin(["field", "empty"])][:40],
+              *matched_field.index[plx < 0][:3], *matched_field.index[np.isnan(plx)][:3],
+              *candidates.index[candidates["kind"] == "empty"][:3]]
+    listed = candidates.loc[picked, ["candidate_id", "ra", "dec", "mjd"]].assign(path=spectrum, task="wd")
+    listed.to_csv(tmp_path / "list.csv", index=False)
+    r = CliRunner().invoke(main, ["run", "--candidates", str(tmp_path / "list.csv"), "--out", str(tmp_path / "c"),
+                                  "--engine", "rules", "--threads", "--workers", "1", "--no-dashboard",
+                                  "--no-progress", "--evidence", f"gaia={folder}"])
+    assert r.exit_code == 0, r.output
+    rows = read_verdicts(tmp_path / "c").to_pandas().set_index("candidate_id")
+    assert len(rows) == len(picked)
+    for i in picked:
+        row, want = rows.loc[candidates.loc[i, "candidate_id"]], oracle.loc[i]
+        if want["source_id"] is None:
+            assert pd.isna(row["gaia_source_id"]) and row["gaia_n_within"] == 0
+            continue
+        assert row["gaia_source_id"] == want["source_id"] and row["gaia_n_within"] == want["n"]
+        plx = by_id.loc[want["source_id"], "parallax"]
+        if not plx > 0:
+            assert pd.isna(row["gaia_abs_g"]) and row["gaia_reason"].startswith(
+                "no M_G: parallax not positive" if plx < 0 else "no M_G: no parallax")
