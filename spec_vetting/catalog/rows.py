@@ -139,7 +139,8 @@ def position_note(spectrum, candidate) -> str | None:
     if sep <= POSITION_DISAGREE_ARCSEC:
         return None
     return (f"position: the list's ra/dec ({list_pos[0]:.6f}, {list_pos[1]:.6f}) is {sep:.1f} arcsec from the "
-            f"spectrum file's ({file_pos[0]:.6f}, {file_pos[1]:.6f}); the row's ra/dec are the file's, evidence used the list's")
+            f"spectrum file's ({file_pos[0]:.6f}, {file_pos[1]:.6f}); the row's ra/dec are the file's, evidence used "
+            "the list's")
 
 
 def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:

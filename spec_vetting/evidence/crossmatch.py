@@ -252,6 +252,6 @@ def gaia_derived(values: dict[str, Any]) -> dict[str, Any]:
         return {"gaia_abs_g": None, "gaia_abs_g_error": None,
                 "gaia_reason": values.get("gaia_reason") or "no Gaia source"}
     mg, err, why = absolute_g(values.get("gaia_phot_g_mean_mag"), values.get("gaia_parallax"),
-                              values.get("gaia_parallax_error"))
+                              values.get("gaia_parallax_error"), values.get("gaia_ruwe"))
     reason = values.get("gaia_reason") or (f"no M_G: {why}" if why else None)
     return {"gaia_abs_g": mg, "gaia_abs_g_error": err, "gaia_reason": reason}
