@@ -294,7 +294,7 @@ def test_cli_evidence_errors_exit_2(tmp_path):
     (tmp_path / "list.csv").write_text("path,ra,dec\nx.fits,1,2\n")
     r = CliRunner().invoke(run_cmd, ["--candidates", str(tmp_path / "list.csv"), "--task", "wd", "--engine", "rules",
                                      "--out", str(tmp_path / "cat"), "--evidence", f"gaia={tmp_path / 'nothing'}"])
-    assert r.exit_code == 2 and "not a HATS catalog" in r.output, r.output
+    assert r.exit_code == 2 and "no such path" in r.output, r.output
     r = CliRunner().invoke(run_cmd, ["--candidates", str(tmp_path / "list.csv"), "--task", "wd", "--engine", "rules",
                                      "--out", str(tmp_path / "cat"), "--evidence", "gaia"])
     assert r.exit_code == 2 and "NAME=CATALOG" in r.output, r.output

@@ -39,16 +39,34 @@ CANDIDATES_PER_PARTITION = 50_000
 
 @dataclass
 class OpenCatalog:
-    """A checked HATS catalog: the lsdb object, its coordinate columns, epoch and whether it has a margin."""
+    """A checked HATS catalog: its coordinate columns, epoch, margin and identity from its metadata, and the lsdb
+    catalog itself, opened only when a match needs it (:attr:`catalog`)."""
 
     source: EvidenceSource
-    catalog: Any  # lsdb.Catalog
     ra_column: str
     dec_column: str
     epoch: float | None
     has_margin: bool
     has_pm: bool
     margin_arcsec: float | None = None
+    identity: str = ""
+    _catalog: Any = field(default=None, repr=False)
+
+    @property
+    def read_columns(self) -> list[str]:
+        pm = PM_COLUMNS if self.has_pm else ()
+        return list(dict.fromkeys([self.ra_column, self.dec_column, *self.source.catalog_columns, *pm]))
+
+    @property
+    def catalog(self):
+        """The lsdb catalog (with its margin), opened on first use: a night whose matches are all cached never
+        imports lsdb."""
+        if self._catalog is None:
+            import lsdb
+
+            with quiet_lsdb():
+                self._catalog = lsdb.open_catalog(self.source.catalog, columns=self.read_columns)
+        return self._catalog
 
     @property
     def note(self) -> str | None:
@@ -80,9 +98,8 @@ def quiet_lsdb():
         yield
 
 
-def _epoch_from_properties(info) -> float | None:
-    extra = getattr(info, "__pydantic_extra__", None) or {}
-    raw = extra.get(EPOCH_PROPERTY)
+def _epoch_from_properties(properties: dict[str, str]) -> float | None:
+    raw = properties.get(EPOCH_PROPERTY)
     if raw is None:
         return None
     try:
@@ -91,44 +108,39 @@ def _epoch_from_properties(info) -> float | None:
         return None
 
 
-def open_catalog(source: EvidenceSource) -> OpenCatalog:
-    """Open and check ``source.catalog``: a HATS catalog with the source's columns. :class:`ConfigError` naming
-    the catalog and what is wrong, before anything runs."""
-    with quiet_lsdb():
-        return _open_catalog(source)
-
-
-def _open_catalog(source: EvidenceSource) -> OpenCatalog:
+def _columns_from_lsdb(where: str, catalog: str) -> set[str]:
+    """The columns of a catalog whose metadata has no schema file (older HATS writers): ask lsdb."""
     import lsdb
 
-    where = f"evidence {source.name}={source.catalog}"
     try:
-        probe = lsdb.open_catalog(source.catalog)
-    except Exception as exc:  # lsdb raises FileNotFoundError, ValueError, ... for what is not a HATS catalog
-        raise ConfigError(
-            f"{where}: not a HATS catalog lsdb can open ({type(exc).__name__}: {exc}); give the folder of a HATS "
-            "catalog or collection (e.g. made by hats-import or lsdb's to_hats)") from exc
-    info = probe.hc_structure.catalog_info
+        with quiet_lsdb():
+            return set(lsdb.open_catalog(catalog).all_columns)
+    except Exception as exc:
+        raise ConfigError(f"{where}: not a HATS catalog lsdb can open ({type(exc).__name__}: {exc})") from exc
+
+
+def open_catalog(source: EvidenceSource) -> OpenCatalog:
+    """Check ``source.catalog`` from its HATS metadata, without lsdb: reachable, HATS, with the source's columns.
+    :class:`ConfigError` naming the catalog and what is wrong, before anything runs."""
+    from .hats_catalog import describe
+
+    where = f"evidence {source.name}={source.catalog}"
+    info = describe(source.name, source.catalog)
     ra, dec = info.ra_column, info.dec_column
     if not ra or not dec:
-        raise ConfigError(f"{where}: the catalog names no ra/dec columns (catalog type {info.catalog_type})")
-    present = set(probe.all_columns)
-    missing = [c for c in source.catalog_columns if c not in present]
-    if missing:
-        raise ConfigError(f"{where}: column(s) {', '.join(missing)} missing; the catalog has "
-                          f"{', '.join(sorted(present)[:40])}")
+        raise ConfigError(f"{where}: the catalog's properties name no ra/dec columns (hats_col_ra, hats_col_dec)")
+    present = set(info.columns) or _columns_from_lsdb(where, source.catalog)
+    if present:
+        missing = [c for c in [ra, dec, *source.catalog_columns] if c not in present]
+        if missing:
+            raise ConfigError(f"{where}: column(s) {', '.join(missing)} missing; the catalog has "
+                              f"{', '.join(sorted(present)[:40])}")
     has_pm = all(c in present for c in PM_COLUMNS)
-    read = list(dict.fromkeys([ra, dec, *source.catalog_columns, *(PM_COLUMNS if has_pm else ())]))
-    try:
-        cat = lsdb.open_catalog(source.catalog, columns=read)
-    except Exception as exc:
-        raise ConfigError(f"{where}: could not read columns {read} ({type(exc).__name__}: {exc})") from exc
-    epoch = source.epoch if source.epoch is not None else _epoch_from_properties(info)
+    epoch = source.epoch if source.epoch is not None else _epoch_from_properties(info.properties)
     if epoch is None and source.name == "gaia":
         epoch = GAIA_DR3_EPOCH
-    margin = getattr(getattr(getattr(cat.margin, "hc_structure", None), "catalog_info", None), "margin_threshold",
-                     None)
-    return OpenCatalog(source, cat, ra, dec, epoch, cat.margin is not None, has_pm, margin)
+    return OpenCatalog(source, ra, dec, epoch, info.margin_arcsec is not None, has_pm, info.margin_arcsec,
+                       info.identity)
 
 
 @dataclass

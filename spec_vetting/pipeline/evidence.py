@@ -42,22 +42,13 @@ def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
     return [open_catalog(s) for s in sources]
 
 
-def _catalog_identity(source: EvidenceSource) -> str:
-    """What identifies the catalog's content: its path and its properties file (row count, creation date)."""
-    text = ""
-    for name in ("properties", "hats.properties", "collection.properties"):
-        p = Path(source.catalog) / name
-        try:
-            text += p.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-    return f"{source.catalog}\n{text}"
-
-
-def cache_folder(root: Path, source: EvidenceSource) -> Path:
+def cache_folder(root: Path, opened: OpenCatalog) -> Path:
+    """The cache of one source: keyed by its settings and the catalog's identity (its HATS properties and partition
+    list, :mod:`spec_vetting.evidence.hats_catalog`), so a rewritten or republished catalog is matched again."""
+    source = opened.source
     settings = source.model_dump(mode="json")
-    digest = hashlib.sha256(json.dumps([settings, _catalog_identity(source)], sort_keys=True).encode()).hexdigest()
-    return root / EVIDENCE_DIR / f"{source.name}-{digest[:16]}"
+    digest = hashlib.sha256(json.dumps([settings, source.catalog, opened.identity], sort_keys=True).encode())
+    return root / EVIDENCE_DIR / f"{source.name}-{digest.hexdigest()[:16]}"
 
 
 def candidate_epoch_mjd(cand) -> float | None:
@@ -170,7 +161,7 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
     for oc in opened:
         src = oc.source
         t0 = time.perf_counter()
-        folder = cache_folder(root, src)
+        folder = cache_folder(root, oc)
         cached = _read_cache(folder)
         values: dict[str, dict[str, Any]] = {}
         todo: list[tuple[str, Any, Where]] = []
