@@ -98,6 +98,36 @@ def quiet_lsdb():
         yield
 
 
+#: hats modules whose numba functions a match calls once per night, on arrays of a few thousand pixels
+_PIXEL_TREE_MODULES = ("hats.pixel_tree.pixel_alignment", "hats.pixel_tree.moc_filter")
+
+
+@contextmanager
+def interpreted_pixel_trees():
+    """hats aligns pixel trees (the cross-match) and filters them by a MOC (the search beyond the margin) with
+    numba functions compiled on first call and not cached: 10 CPU seconds (30 s on a loaded machine) in every
+    process, every night, for trees of a few thousand pixels that plain Python walks in milliseconds. Inside this
+    context those functions run as the Python they were written in (numba's ``py_func``: the same code, the same
+    results); outside it they are restored."""
+    import importlib
+
+    swapped = []
+    for name in _PIXEL_TREE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # another hats layout: keep whatever it does
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(getattr(value, "py_func", None)) and hasattr(value, "signatures"):
+                swapped.append((module, attr, value))
+                setattr(module, attr, value.py_func)
+    try:
+        yield
+    finally:
+        for module, attr, value in swapped:
+            setattr(module, attr, value)
+
+
 def _epoch_from_properties(properties: dict[str, str]) -> float | None:
     raw = properties.get(EPOCH_PROPERTY)
     if raw is None:
@@ -173,7 +203,7 @@ def match(opened: OpenCatalog, candidates: pd.DataFrame) -> Matched:
     """Match ``candidates`` (columns key: int, ra, dec: deg, jyear: the spectrum's epoch or NaN; no null ra/dec)
     against the catalog: every source within the radius at the spectrum's epoch, whatever the catalog's margin
     and however crowded the field. Runs on the current Dask scheduler."""
-    with quiet_lsdb():
+    with quiet_lsdb(), interpreted_pixel_trees():
         return _match(opened, candidates)
 
 
