@@ -32,15 +32,15 @@ class Partitions:
     """Which catalog partition a HEALPix cell of depth ``depth`` (>= every partition's order) belongs to."""
 
     depth: int
-    by_order: dict[int, set[int]]
+    by_order: dict[int, np.ndarray]  # order -> its partitions' pixel numbers
 
     @classmethod
     def of(cls, healpix_pixels) -> Partitions:
-        by_order: dict[int, set[int]] = {}
+        by_order: dict[int, list[int]] = {}
         for p in healpix_pixels:
-            by_order.setdefault(int(p.order), set()).add(int(p.pixel))
+            by_order.setdefault(int(p.order), []).append(int(p.pixel))
         depth = max([CONE_DEPTH, *by_order])
-        return cls(depth, by_order)
+        return cls(depth, {k: np.unique(np.asarray(v, dtype=np.int64)) for k, v in by_order.items()})
 
     def owner(self, cells: np.ndarray) -> np.ndarray:
         """Per cell, its partition as ``order * 2**40 + pixel`` (-1 where no partition covers it)."""
@@ -48,27 +48,31 @@ class Partitions:
         out = np.full(len(cells), -1, dtype=np.int64)
         for order, pixels in self.by_order.items():
             parent = cells >> (2 * (self.depth - order))
-            hit = np.isin(parent, np.fromiter(pixels, dtype=np.int64, count=len(pixels)))
+            hit = np.isin(parent, pixels)
             out[hit] = order * (1 << 40) + parent[hit]
         return out
 
 
-def cells_beyond(partitions: Partitions, ra, dec, cone_arcsec) -> list[np.ndarray]:
-    """Per candidate, the depth-``partitions.depth`` cells of its cone that belong to another partition than the
-    one the candidate is in (all partitioned cells of the cone when it is in none)."""
+def cells_beyond(partitions: Partitions, ra, dec, cone_arcsec) -> tuple[np.ndarray, np.ndarray]:
+    """(which candidates' cones reach another partition than the one the candidate is in, or any partition when
+    it is in none; the union of the cells of depth ``partitions.depth`` they reach there)."""
     import astropy.units as u
-    from cdshealpix.nested import cone_search, lonlat_to_healpix
+    from mocpy import MOC
 
     ra, dec = np.asarray(ra, dtype=np.float64), np.asarray(dec, dtype=np.float64)
-    own = partitions.owner(lonlat_to_healpix(ra * u.deg, dec * u.deg, partitions.depth))
-    out = []
-    for i in range(len(ra)):
-        cells, _, _ = cone_search(ra[i] * u.deg, dec[i] * u.deg, float(cone_arcsec[i]) * u.arcsec,
-                                  partitions.depth, flat=True)
-        cells = np.asarray(cells, dtype=np.int64)
-        owner = partitions.owner(cells)
-        out.append(cells[(owner >= 0) & ((owner != own[i]) | (own[i] < 0))])
-    return out
+    own = partitions.owner(_cells_of(ra, dec, partitions.depth))
+    # every cell a cone touches (a superset: the cone's MOC errs outwards), all cones at once
+    mocs = MOC.from_cones(ra * u.deg, dec * u.deg, radius=np.asarray(cone_arcsec, dtype=np.float64) * u.arcsec,
+                          max_depth=partitions.depth)
+    if isinstance(mocs, MOC):
+        mocs = [mocs]
+    per_cone = [np.asarray(m.flatten(), dtype=np.int64) for m in mocs]
+    which = np.repeat(np.arange(len(per_cone)), [len(c) for c in per_cone])
+    cells = np.concatenate(per_cone) if per_cone else np.empty(0, np.int64)
+    owner = partitions.owner(cells)
+    elsewhere = (owner >= 0) & ((owner != own[which]) | (own[which] < 0))
+    reach = np.bincount(which[elsewhere], minlength=len(ra)) > 0
+    return reach, np.unique(cells[elsewhere])
 
 
 @dataclass
@@ -92,17 +96,15 @@ def search_beyond_margin(catalog, candidates: pd.DataFrame, *, ra_column: str, d
     moves = max_pm_arcsec_yr * years if pm_columns is not None else np.zeros(len(candidates))
     cone = radius_arcsec + moves
     partitions = Partitions.of(catalog.get_healpix_pixels())
-    own = partitions.owner(_cells_of(candidates, partitions.depth))
+    own = partitions.owner(_cells_of(candidates["ra"], candidates["dec"], partitions.depth))
     need = (cone > margin) | (own < 0)
     empty = BeyondMargin(pd.DataFrame(), 0)
     if not need.any():
         return empty
     near = candidates[need]
-    per_cand = cells_beyond(partitions, near["ra"], near["dec"], cone[need])
-    reach = np.array([len(c) > 0 for c in per_cand])
+    reach, cells = cells_beyond(partitions, near["ra"], near["dec"], cone[need])
     if not reach.any():
         return empty
-    cells = np.unique(np.concatenate([c for c in per_cand if len(c)]))
     moc = MOC.from_healpix_cells(cells, np.full(len(cells), partitions.depth, dtype=np.uint8), partitions.depth)
     found = catalog.moc_search(moc, fine=True)
     reached = near[reach]
@@ -134,9 +136,9 @@ def _faster_than(frame, *, pm_columns: tuple[str, str], mas_yr: float):
     return frame[np.hypot(np.nan_to_num(a), np.nan_to_num(b)) > mas_yr]
 
 
-def _cells_of(candidates: pd.DataFrame, depth: int) -> np.ndarray:
+def _cells_of(ra, dec, depth: int) -> np.ndarray:
     import astropy.units as u
     from cdshealpix.nested import lonlat_to_healpix
 
-    return np.asarray(lonlat_to_healpix(candidates["ra"].to_numpy(dtype=np.float64) * u.deg,
-                                        candidates["dec"].to_numpy(dtype=np.float64) * u.deg, depth), dtype=np.int64)
+    return np.asarray(lonlat_to_healpix(np.asarray(ra, dtype=np.float64) * u.deg,
+                                        np.asarray(dec, dtype=np.float64) * u.deg, depth), dtype=np.int64)
