@@ -148,3 +148,17 @@ def test_an_all_cached_night_opens_no_catalog_and_imports_no_lsdb(tmp_path):
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"cached": 1, "source": 1, "lsdb": False, "opened": False}
+
+
+def test_a_candidate_without_any_epoch_is_named_in_the_summary(tmp_path):
+    """No mjd in the list, none in the file name, no file: compared at the catalog's epoch, counted and named."""
+    from spec_vetting.pipeline.evidence import attach_evidence, open_sources
+
+    catalog = tmp_path / "gaia"
+    write_hats(pd.DataFrame([_gaia(1, 10.0, 5.0)]), catalog, margin_arcsec=10.0)
+    cands = [Cand("dated", 10.0, 5.0), Cand("undated", 10.0, 5.0, mjd=None), Cand("nowhere", None, None, mjd=None)]
+    summary = attach_evidence(tmp_path / "root", "n1", open_sources([EvidenceSource(name="gaia",
+                                                                                    catalog=str(catalog))]), cands)
+    assert summary["gaia"]["epoch_unknown"] == {"count": 1, "candidates": ["undated"]}
+    assert cands[1].evidence["gaia_source_id"] == 1 and cands[1].evidence["position_source"] == "list"
+    assert cands[2].evidence["gaia_reason"].startswith("no ra/dec for the candidate")

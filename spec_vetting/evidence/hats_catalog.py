@@ -178,7 +178,7 @@ def _stamp(loc: Location, rel: str) -> str:
     a new one); empty when the filesystem cannot say."""
     try:
         info = loc.fs.info(f"{loc.root}/{rel}")
-    except (FileNotFoundError, NotImplementedError):
+    except Exception:  # noqa: BLE001 - a server that cannot say (no HEAD, no length): the properties still identify
         return ""
     return json.dumps({k: str(info[k]) for k in _STAMP_KEYS if k in info}, sort_keys=True)
 
