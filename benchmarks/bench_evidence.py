@@ -115,7 +115,7 @@ def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
         sampler.join()
         cpu1 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
     cpu = {pid: cpu1.get(pid, 0.0) - cpu0.get(pid, 0.0) for pid in pids}
-    return {"matched": int(len(found)), "wall_s": round(wall, 2),
+    return {"matched": int(len(found.frame)), "beyond_margin_cones": found.beyond_margin, "wall_s": round(wall, 2),
             "cpu_s_client": round(cpu[pids[0]], 2), "cpu_s_workers": round(sum(cpu[p] for p in pids[1:]), 2),
             "peak_rss_mb_client": round(peak[pids[0]] / 2**20), "peak_rss_mb_worker_max":
                 round(max(peak[p] for p in pids[1:]) / 2**20)}
