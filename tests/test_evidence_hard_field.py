@@ -153,3 +153,16 @@ def test_a_run_with_default_settings_exits_0_and_its_rows_agree_with_the_oracle(
         if not plx > 0:
             assert pd.isna(row["gaia_abs_g"]) and row["gaia_reason"].startswith(
                 "no M_G: parallax not positive" if plx < 0 else "no M_G: no parallax")
+
+
+def test_hats_pixel_trees_run_as_python_only_inside_a_match():
+    """The match swaps hats' numba pixel-tree functions for their Python (numba compiles them, uncached, in every
+    process); outside the match they are hats' own again. That the answers stay the same is the test above."""
+    import hats.pixel_tree.pixel_alignment as alignment
+
+    from spec_vetting.evidence.crossmatch import interpreted_pixel_trees
+
+    compiled = alignment.perform_inner_align_trees
+    with interpreted_pixel_trees():
+        assert alignment.perform_inner_align_trees is compiled.py_func
+    assert alignment.perform_inner_align_trees is compiled
