@@ -57,7 +57,7 @@ def astropy_oracle(catalog: pd.DataFrame, candidates: pd.DataFrame) -> pd.DataFr
 def field(tmp_path_factory):
     catalog, candidates = hard_field(0)
     folder = tmp_path_factory.mktemp("dr3") / "gaia_dr3"
-    write_hats(catalog, folder, "gaia", margin_arcsec=MARGIN_ARCSEC, partition_rows=1500, highest_order=10)
+    write_hats(catalog, folder, "gaia", margin_arcsec=MARGIN_ARCSEC, partition_rows=1500, highest_order=9)
     return folder, catalog, candidates, astropy_oracle(catalog, candidates)
 
 
