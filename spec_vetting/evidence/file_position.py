@@ -31,7 +31,6 @@ def position_from_file(cand) -> FilePosition:
     path = getattr(cand, "path", None)
     if not path or getattr(cand, "inline", None) is not None:
         return FilePosition(error="no spectrum file")
-    from ..errors import SpecVettingError
     from ..io.reader import read_spectrum
 
     try:
@@ -39,6 +38,6 @@ def position_from_file(cand) -> FilePosition:
             meta = read_spectrum(path, cand.target, redrock=cand.redrock).meta
         else:
             meta = read_spectrum(path, getattr(cand, "target", None)).meta
-    except (SpecVettingError, OSError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever the file's fault, the inspection reports it; here: no position
         return FilePosition(error=f"spectrum file unreadable ({type(exc).__name__})")
     return FilePosition(meta.ra, meta.dec, meta.mjd, meta.mjd_range)
