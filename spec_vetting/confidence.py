@@ -172,7 +172,7 @@ def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
 def _evidence_disagrees(column):
     """Where the verdict contradicts significant Gaia astrometry (:func:`spec_vetting.evidence.loci.disagreement`:
     gm YES at M_G > 5, wd YES far above the white-dwarf sequence or NO on it, cv YES above the main sequence; only
-    at parallax/error > 10)."""
+    at parallax/error > 10 and RUWE <= 1.4)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -188,7 +188,7 @@ def _evidence_disagrees(column):
     with np.errstate(divide="ignore", invalid="ignore"):
         poe = numbers("gaia_parallax") / numbers("gaia_parallax_error")
     texts = [column(n, pa.string()).to_numpy(zero_copy_only=False) for n in ("task", "verdict")]
-    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp")))
+    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp"), numbers("gaia_ruwe")))
 
 
 def review_urgency(table, flags: dict):

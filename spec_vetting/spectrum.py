@@ -32,6 +32,10 @@ class SpectrumMeta:
     ids: dict[str, Any] = field(default_factory=dict)
     ra: float | None = None  # degrees
     dec: float | None = None  # degrees
+    #: when it was taken (MJD): LAMOST MJD (else LMJD), SDSS plate MJD, DESI the middle of its exposures' span
+    mjd: float | None = None
+    #: a coadd's first and last exposure MJD (DESI), None for a single night
+    mjd_range: tuple[float, float] | None = None
     pipeline_class: str | None = None
     pipeline_subclass: str | None = None
     redshift: float | None = None

@@ -191,7 +191,7 @@ def test_a_run_with_gaia_evidence_fills_the_columns(tmp_path, monkeypatch, gaia_
 
     nowhere = rows["nowhere"]
     assert nowhere["verdict"] != "ERROR" and nowhere["gaia_source_id"] is None
-    assert nowhere["gaia_reason"] == "no ra/dec for the candidate" and nowhere["gaia_n_within"] is None
+    assert nowhere["gaia_reason"].startswith("no ra/dec for the candidate") and nowhere["gaia_n_within"] is None
 
     given = rows["given"]  # carried by the list: used as given, M_G derived: 16 + 5 log10(0.2)
     assert given["gaia_source_id"] == 99 and given["gaia_abs_g"] == pytest.approx(16.0 + 5 * math.log10(0.2))
@@ -294,7 +294,7 @@ def test_cli_evidence_errors_exit_2(tmp_path):
     (tmp_path / "list.csv").write_text("path,ra,dec\nx.fits,1,2\n")
     r = CliRunner().invoke(run_cmd, ["--candidates", str(tmp_path / "list.csv"), "--task", "wd", "--engine", "rules",
                                      "--out", str(tmp_path / "cat"), "--evidence", f"gaia={tmp_path / 'nothing'}"])
-    assert r.exit_code == 2 and "not a HATS catalog" in r.output, r.output
+    assert r.exit_code == 2 and "no such path" in r.output, r.output
     r = CliRunner().invoke(run_cmd, ["--candidates", str(tmp_path / "list.csv"), "--task", "wd", "--engine", "rules",
                                      "--out", str(tmp_path / "cat"), "--evidence", "gaia"])
     assert r.exit_code == 2 and "NAME=CATALOG" in r.output, r.output
@@ -367,9 +367,9 @@ def test_evidence_prompt_appends_one_sentence_only_when_asked(tmp_path, monkeypa
 
 
 def test_matches_across_partition_borders_come_through_the_margin(tmp_path):
-    """Every source of a catalog cut into many partitions, looked for 0.5" away in a random direction: each is found
-    (the ones near a partition border through the margin cache); without the margin some are lost, so the test
-    sees the border at all."""
+    """Every source of a catalog cut into many partitions, looked for 0.5" away in a random direction: each is found,
+    the ones near a partition border through the margin cache, or without a margin through the search beyond it
+    (which then has cones to search: the test sees the borders at all)."""
     import numpy as np
 
     from spec_vetting.evidence.crossmatch import match, open_catalog
@@ -396,11 +396,13 @@ def test_matches_across_partition_borders_come_through_the_margin(tmp_path):
 
     idx, sep, _ = match_coordinates_sky(SkyCoord(cands["ra"].to_numpy() * u.deg, cands["dec"].to_numpy() * u.deg),
                                         SkyCoord(table["ra"].to_numpy() * u.deg, table["dec"].to_numpy() * u.deg))
-    with_margin = found["with"].sort_index()
-    assert len(with_margin) == len(table) and (sep.arcsec <= 0.5 + 1e-6).all()
-    assert (with_margin["source_id"].to_numpy() == table["source_id"].to_numpy()[idx]).all()
-    assert np.allclose(with_margin["sep_arcsec"].to_numpy(), sep.arcsec, atol=1e-4)
-    assert len(found["without"]) < len(table)
+    assert (sep.arcsec <= 0.5 + 1e-6).all()
+    for name in ("with", "without"):
+        got = found[name].frame.sort_index()
+        assert len(got) == len(table)
+        assert (got["source_id"].to_numpy() == table["source_id"].to_numpy()[idx]).all()
+        assert np.allclose(got["sep_arcsec"].to_numpy(), sep.arcsec, atol=1e-4)
+    assert found["with"].beyond_margin == 0 and found["without"].beyond_margin > 0
 
 
 def test_gaia_columns_of_the_list_are_used_without_any_catalog(tmp_path, monkeypatch):

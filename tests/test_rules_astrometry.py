@@ -76,3 +76,32 @@ def test_the_engine_reads_the_evidence_from_the_inspection_context():
                             evidence={"gaia_abs_g": 9.0, "gaia_abs_g_error": 0.05, "gaia_bp_rp": 2.8})
     result = asyncio.run(run_inspection(ctx, get_task("gm"), RulesEngine(), sampling=Sampling()))
     assert result.verdict == "NO" and "Gaia M_G = 9.00 ± 0.05 mag" in result.justification
+
+
+def test_a_doubtful_astrometric_solution_decides_nothing():
+    """RUWE > 1.4 (Gaia DR3's limit; binaries, CVs among them): no M_G, with the reason; no rules term; no
+    evidence_disagrees. The same star at RUWE 1.2 gets all three (M_G = 15 + 5 log10(10 / 100) = 10 by hand)."""
+    import numpy as np
+
+    from spec_vetting.evidence.crossmatch import gaia_derived
+    from spec_vetting.evidence.loci import disagreement
+
+    star = {"gaia_source_id": 9, "gaia_phot_g_mean_mag": 15.0, "gaia_parallax": 10.0, "gaia_parallax_error": 0.1,
+            "gaia_bp_rp": 2.7}
+    good = gaia_derived({**star, "gaia_ruwe": 1.2})
+    bad = gaia_derived({**star, "gaia_ruwe": 2.31})
+    assert good["gaia_abs_g"] == pytest.approx(10.0) and good["gaia_reason"] is None
+    assert bad["gaia_abs_g"] is None and bad["gaia_abs_g_error"] is None
+    assert bad["gaia_reason"] == "no M_G: astrometric solution unreliable (RUWE 2.31 > 1.4)"
+
+    rs = _rs("m_dwarf")
+    assert evidence_terms("gm", {**star, **good, "gaia_ruwe": 1.2})  # a dwarf's luminosity counts
+    plain = decide(rs, "gm")
+    doubtful = decide(rs, "gm", evidence={**star, **bad, "gaia_ruwe": 2.31})
+    assert (doubtful.score, doubtful.verdict, doubtful.justification) == (plain.score, plain.verdict,
+                                                                          plain.justification)
+    # an M_G carried from before (an older cache, a list) with RUWE 2.31 still decides nothing
+    assert evidence_terms("gm", {**star, **good, "gaia_ruwe": 2.31}) == []
+    # gm YES for a dwarf: disagrees at RUWE 1.2, not at 2.31 nor ... a missing RUWE keeps the old rule
+    flags = disagreement(["gm"] * 3, ["YES"] * 3, [10.0] * 3, [100.0] * 3, [2.7] * 3, [1.2, 2.31, np.nan])
+    assert flags.tolist() == [True, False, True]

@@ -117,7 +117,30 @@ def verdict_row(
     }
     row.update(survey_columns(spectrum, candidate))
     row.update(evidence_columns(getattr(candidate, "evidence", None)))
+    row["value_notes"] = position_note(spectrum, candidate)
     return row
+
+
+#: the list's and the file's positions further apart than this (arcsec) are noted in the row
+POSITION_DISAGREE_ARCSEC = 2.0
+
+
+def position_note(spectrum, candidate) -> str | None:
+    """A note when the candidate list's ra/dec and the spectrum file's differ by more than 2 arcsec (the row's ra/dec
+    are the file's; the evidence was matched at the list's)."""
+    meta = getattr(spectrum, "meta", None)
+    file_pos = (_float_or_none(getattr(meta, "ra", None)), _float_or_none(getattr(meta, "dec", None)))
+    list_pos = (_float_or_none(getattr(candidate, "ra", None)), _float_or_none(getattr(candidate, "dec", None)))
+    if None in file_pos or None in list_pos:
+        return None
+    from ..evidence.motion import separation_arcsec
+
+    sep = float(separation_arcsec(*list_pos, *file_pos))
+    if sep <= POSITION_DISAGREE_ARCSEC:
+        return None
+    return (f"position: the list's ra/dec ({list_pos[0]:.6f}, {list_pos[1]:.6f}) is {sep:.1f} arcsec from the "
+            f"spectrum file's ({file_pos[0]:.6f}, {file_pos[1]:.6f}); the row's ra/dec are the file's, evidence used "
+            "the list's")
 
 
 def evidence_columns(evidence: dict[str, Any] | None) -> dict[str, Any]:

@@ -89,7 +89,7 @@ GAIA_FIELDS = [
     _f("gaia_n_within", pa.int32(), "Gaia sources within the match radius at the spectrum's epoch (the nearest "
        "is the one given); 0 when none; null when no match was tried"),
     _f("gaia_abs_g", pa.float64(), "Absolute G magnitude M_G = G + 5 log10(parallax / 100 mas), no extinction "
-       "correction; null unless parallax / parallax_error >= 5 (gaia_reason says why)", unit="mag"),
+       "correction; null unless parallax / parallax_error >= 5 and ruwe <= 1.4 (gaia_reason says why)", unit="mag"),
     _f("gaia_abs_g_error", pa.float64(), "Error of gaia_abs_g from the parallax: (5 / ln 10) parallax_error / "
        "parallax", unit="mag"),
     _f("gaia_reason", pa.string(), "Why Gaia values are null: no ra/dec, no source within the radius, the "

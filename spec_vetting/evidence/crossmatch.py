@@ -1,15 +1,16 @@
 """Cross-matching candidates with a HATS catalog through lsdb, on whatever Dask cluster is current.
 
-Proper motion: a catalog's positions are at its epoch, a spectrum was taken at its own. lsdb's k-d tree
-cross-match finds the ``max_neighbours`` nearest catalog sources within a *search* radius widened by the largest
-proper motion looked for times the largest epoch difference; then, per partition (so memory follows partitions,
-not the catalog), each source is moved to its candidate's epoch (:mod:`.motion`) and only those within the
-*match* radius count: ``n_within`` of them, the nearest wins. Candidates whose epoch is unknown are compared at the
-catalog's epoch.
+Proper motion: a catalog's positions are at its epoch, a spectrum was taken at its own. The match is exact for
+every source moving up to ``max_pm_mas_yr`` (default faster than Barnard's star), whatever the catalog's margin
+and however crowded the field:
 
-The catalog must carry a margin cache (lsdb's ``to_hats`` of a catalog made with a margin, or hats-import's
-margin pipeline) for matches across partition borders; without one, a note says that sources just across a
-border may be missed.
+1. lsdb's cross-match with :class:`.pm_crossmatch.ProperMotionCrossmatch`: per partition, every source of the
+   partition and its margin that is within the radius once moved to the candidate's epoch (no neighbour cap);
+2. :mod:`.beyond_margin`: the parts of each candidate's reach (``radius + max_pm * |dt|``) that lie in another
+   partition beyond the margin, searched for the few sources fast enough to cross it.
+
+Of the pairs within the radius the nearest wins and ``n_within`` counts them. Candidates whose epoch is unknown are
+compared at the catalog's epoch, and named (:attr:`Matched.epoch_unknown`) since a moving source may be missed.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import logging
 import math
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
-from .motion import propagate, separation_arcsec
 from .photometry import absolute_g
 from .sources import GAIA_DR3_EPOCH, PM_COLUMNS, EvidenceSource
 
@@ -39,23 +39,45 @@ CANDIDATES_PER_PARTITION = 50_000
 
 @dataclass
 class OpenCatalog:
-    """A checked HATS catalog: the lsdb object, its coordinate columns, epoch and whether it has a margin."""
+    """A checked HATS catalog: its coordinate columns, epoch, margin and identity from its metadata, and the lsdb
+    catalog itself, opened only when a match needs it (:attr:`catalog`)."""
 
     source: EvidenceSource
-    catalog: Any  # lsdb.Catalog
     ra_column: str
     dec_column: str
     epoch: float | None
     has_margin: bool
     has_pm: bool
     margin_arcsec: float | None = None
+    identity: str = ""
+    _catalog: Any = field(default=None, repr=False)
+
+    @property
+    def read_columns(self) -> list[str]:
+        pm = PM_COLUMNS if self.has_pm else ()
+        return list(dict.fromkeys([self.ra_column, self.dec_column, *self.source.catalog_columns, *pm]))
+
+    @property
+    def catalog(self):
+        """The lsdb catalog (with its margin), opened on first use: a night whose matches are all cached never
+        imports lsdb."""
+        if self._catalog is None:
+            import lsdb
+
+            with quiet_lsdb():
+                self._catalog = lsdb.open_catalog(self.source.catalog, columns=self.read_columns)
+        return self._catalog
 
     @property
     def note(self) -> str | None:
-        if self.has_margin:
+        if self.has_pm and self.epoch is not None:
             return None
-        return (f"evidence {self.source.name}: {self.source.catalog} has no margin cache; a source just across a "
-                "partition border from its candidate may be missed")
+        if not self.has_pm:
+            return (f"evidence {self.source.name}: {self.source.catalog} has no proper motions (pmra, pmdec); "
+                    "positions are compared as the catalog gives them")
+        return (f"evidence {self.source.name}: the epoch of {self.source.catalog} is unknown (no "
+                f"{EPOCH_PROPERTY} in its properties, no epoch: in the entry); positions are compared without moving "
+                "them")
 
 
 @contextmanager
@@ -65,7 +87,7 @@ def quiet_lsdb():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
-        # said once by the run, in our words (OpenCatalog.note), not on every partition
+        # without a margin the search beyond it covers the borders (beyond_margin)
         warnings.filterwarnings("ignore", message="Right catalog does not have a margin cache")
         try:
             from pandas.errors import Pandas4Warning
@@ -76,9 +98,38 @@ def quiet_lsdb():
         yield
 
 
-def _epoch_from_properties(info) -> float | None:
-    extra = getattr(info, "__pydantic_extra__", None) or {}
-    raw = extra.get(EPOCH_PROPERTY)
+#: hats modules whose numba functions a match calls once per night, on arrays of a few thousand pixels
+_PIXEL_TREE_MODULES = ("hats.pixel_tree.pixel_alignment", "hats.pixel_tree.moc_filter")
+
+
+@contextmanager
+def interpreted_pixel_trees():
+    """hats aligns pixel trees (the cross-match) and filters them by a MOC (the search beyond the margin) with
+    numba functions compiled on first call and not cached: 10 CPU seconds (30 s on a loaded machine) in every
+    process, every night, for trees of a few thousand pixels that plain Python walks in milliseconds. Inside this
+    context those functions run as the Python they were written in (numba's ``py_func``: the same code, the same
+    results); outside it they are restored."""
+    import importlib
+
+    swapped = []
+    for name in _PIXEL_TREE_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # another hats layout: keep whatever it does
+            continue
+        for attr, value in list(vars(module).items()):
+            if callable(getattr(value, "py_func", None)) and hasattr(value, "signatures"):
+                swapped.append((module, attr, value))
+                setattr(module, attr, value.py_func)
+    try:
+        yield
+    finally:
+        for module, attr, value in swapped:
+            setattr(module, attr, value)
+
+
+def _epoch_from_properties(properties: dict[str, str]) -> float | None:
+    raw = properties.get(EPOCH_PROPERTY)
     if raw is None:
         return None
     try:
@@ -87,122 +138,122 @@ def _epoch_from_properties(info) -> float | None:
         return None
 
 
-def open_catalog(source: EvidenceSource) -> OpenCatalog:
-    """Open and check ``source.catalog``: a HATS catalog with the source's columns. :class:`ConfigError` naming
-    the catalog and what is wrong, before anything runs."""
-    with quiet_lsdb():
-        return _open_catalog(source)
-
-
-def _open_catalog(source: EvidenceSource) -> OpenCatalog:
+def _columns_from_lsdb(where: str, catalog: str) -> set[str]:
+    """The columns of a catalog whose metadata has no schema file (older HATS writers): ask lsdb."""
     import lsdb
 
-    where = f"evidence {source.name}={source.catalog}"
     try:
-        probe = lsdb.open_catalog(source.catalog)
-    except Exception as exc:  # lsdb raises FileNotFoundError, ValueError, ... for what is not a HATS catalog
-        raise ConfigError(
-            f"{where}: not a HATS catalog lsdb can open ({type(exc).__name__}: {exc}); give the folder of a HATS "
-            "catalog or collection (e.g. made by hats-import or lsdb's to_hats)") from exc
-    info = probe.hc_structure.catalog_info
+        with quiet_lsdb():
+            return set(lsdb.open_catalog(catalog).all_columns)
+    except Exception as exc:
+        raise ConfigError(f"{where}: not a HATS catalog lsdb can open ({type(exc).__name__}: {exc})") from exc
+
+
+def open_catalog(source: EvidenceSource) -> OpenCatalog:
+    """Check ``source.catalog`` from its HATS metadata, without lsdb: reachable, HATS, with the source's columns.
+    :class:`ConfigError` naming the catalog and what is wrong, before anything runs."""
+    from .hats_catalog import describe
+
+    where = f"evidence {source.name}={source.catalog}"
+    info = describe(source.name, source.catalog)
     ra, dec = info.ra_column, info.dec_column
     if not ra or not dec:
-        raise ConfigError(f"{where}: the catalog names no ra/dec columns (catalog type {info.catalog_type})")
-    present = set(probe.all_columns)
-    missing = [c for c in source.catalog_columns if c not in present]
-    if missing:
-        raise ConfigError(f"{where}: column(s) {', '.join(missing)} missing; the catalog has "
-                          f"{', '.join(sorted(present)[:40])}")
+        raise ConfigError(f"{where}: the catalog's properties name no ra/dec columns (hats_col_ra, hats_col_dec)")
+    present = set(info.columns) or _columns_from_lsdb(where, source.catalog)
+    if present:
+        missing = [c for c in [ra, dec, *source.catalog_columns] if c not in present]
+        if missing:
+            raise ConfigError(f"{where}: column(s) {', '.join(missing)} missing; the catalog has "
+                              f"{', '.join(sorted(present)[:40])}")
     has_pm = all(c in present for c in PM_COLUMNS)
-    read = list(dict.fromkeys([ra, dec, *source.catalog_columns, *(PM_COLUMNS if has_pm else ())]))
-    try:
-        cat = lsdb.open_catalog(source.catalog, columns=read)
-    except Exception as exc:
-        raise ConfigError(f"{where}: could not read columns {read} ({type(exc).__name__}: {exc})") from exc
-    epoch = source.epoch if source.epoch is not None else _epoch_from_properties(info)
+    epoch = source.epoch if source.epoch is not None else _epoch_from_properties(info.properties)
     if epoch is None and source.name == "gaia":
         epoch = GAIA_DR3_EPOCH
-    margin = getattr(getattr(getattr(cat.margin, "hc_structure", None), "catalog_info", None), "margin_threshold",
-                     None)
-    return OpenCatalog(source, cat, ra, dec, epoch, cat.margin is not None, has_pm, margin)
+    return OpenCatalog(source, ra, dec, epoch, info.margin_arcsec is not None, has_pm, info.margin_arcsec,
+                       info.identity)
 
 
-def _reduce_partition(pairs: pd.DataFrame, *, ra_c: str, dec_c: str, ra_x: str, dec_x: str, pm: tuple | None,
-                      epoch: float | None, radius: float, keep: list[str]) -> pd.DataFrame:
-    """One partition's candidate-source pairs -> one row per candidate with a source within ``radius`` at the
-    candidate's epoch: the nearest source's columns, its separation and how many were within."""
-    out_cols = ["key_c", ra_c, dec_c, "_sep", "_n", *keep]
-    if len(pairs) == 0:
-        return pd.DataFrame({c: pd.Series([], dtype="float64") for c in out_cols}).astype({"key_c": "int64",
-                                                                                           "_n": "int64"})
-    t = pairs["jyear_c"].to_numpy(dtype=np.float64, na_value=np.nan)
-    years = np.where(np.isfinite(t), t - (epoch if epoch is not None else 0.0), 0.0) if epoch is not None \
-        else np.zeros(len(pairs))
-    ra_s = pairs[ra_x].to_numpy(dtype=np.float64, na_value=np.nan)
-    dec_s = pairs[dec_x].to_numpy(dtype=np.float64, na_value=np.nan)
-    if pm is not None:
-        pmra = pairs[pm[0]].to_numpy(dtype=np.float64, na_value=np.nan)
-        pmdec = pairs[pm[1]].to_numpy(dtype=np.float64, na_value=np.nan)
-        ra_s, dec_s = propagate(ra_s, dec_s, pmra, pmdec, years)
-    sep = separation_arcsec(pairs[ra_c].to_numpy(dtype=np.float64), pairs[dec_c].to_numpy(dtype=np.float64),
-                            ra_s, dec_s)
-    frame = pd.DataFrame({"key_c": pairs["key_c"].to_numpy(dtype=np.int64), ra_c: pairs[ra_c].to_numpy(),
-                          dec_c: pairs[dec_c].to_numpy(), "_sep": sep})
-    for c in keep:
-        frame[c] = pairs[c].to_numpy()
-    frame = frame[frame["_sep"] <= radius]
-    if frame.empty:
-        return _reduce_partition(pairs.iloc[:0], ra_c=ra_c, dec_c=dec_c, ra_x=ra_x, dec_x=dec_x, pm=pm, epoch=epoch,
-                                 radius=radius, keep=keep)
-    counts = frame.groupby("key_c")["_sep"].transform("size")
-    frame = frame.assign(_n=counts.to_numpy(dtype=np.int64))
-    nearest = frame.sort_values(["key_c", "_sep"], kind="stable").drop_duplicates("key_c", keep="first")
-    return nearest[out_cols]
+@dataclass
+class Matched:
+    """A match's result: one row per candidate with a source within the radius (indexed by key: the source's
+    columns under their catalog names, ``sep_arcsec``, ``n_within``), how many candidates' cones were searched
+    beyond their partition's margin, and the keys of the candidates compared at the catalog's epoch because their
+    own epoch is unknown (a moving source may have been missed for those)."""
+
+    frame: pd.DataFrame
+    beyond_margin: int = 0
+    epoch_unknown: list[int] = field(default_factory=list)
 
 
-def match(opened: OpenCatalog, candidates: pd.DataFrame) -> pd.DataFrame:
+def _nearest(pairs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """All pairs (key, _sep, _sra, _sdec, columns) -> per key the nearest source, its separation and how many
+    distinct sources were within."""
+    pairs = pairs.drop_duplicates(["key", "_sra", "_sdec"])  # a source found by both searches counts once
+    counts = pairs.groupby("key")["_sep"].size()
+    nearest = pairs.sort_values(["key", "_sep"], kind="stable").drop_duplicates("key", keep="first")
+    out = pd.DataFrame({c: nearest[c].to_numpy() for c in columns})
+    out["sep_arcsec"] = nearest["_sep"].to_numpy(dtype=np.float64)
+    keys = nearest["key"].to_numpy(dtype=np.int64)
+    out["n_within"] = counts.reindex(keys).to_numpy(dtype=np.int64)
+    out.index = pd.Index(keys, name="key")
+    return out
+
+
+def match(opened: OpenCatalog, candidates: pd.DataFrame) -> Matched:
     """Match ``candidates`` (columns key: int, ra, dec: deg, jyear: the spectrum's epoch or NaN; no null ra/dec)
-    against the catalog. One row per candidate with a source within the radius, indexed by key: the source's
-    columns (catalog names), ``sep_arcsec`` and ``n_within``. Runs on the current Dask scheduler."""
-    with quiet_lsdb():
+    against the catalog: every source within the radius at the spectrum's epoch, whatever the catalog's margin
+    and however crowded the field. Runs on the current Dask scheduler."""
+    with quiet_lsdb(), interpreted_pixel_trees():
         return _match(opened, candidates)
 
 
-def _match(opened: OpenCatalog, candidates: pd.DataFrame) -> pd.DataFrame:
+def _match(opened: OpenCatalog, candidates: pd.DataFrame) -> Matched:
     import lsdb
 
+    from .beyond_margin import search_beyond_margin
+    from .pm_crossmatch import YEARS_COLUMN, ProperMotionCrossmatch
+
     src = opened.source
-    empty = pd.DataFrame(columns=[*src.catalog_columns, "sep_arcsec", "n_within"], index=pd.Index([], name="key"))
+    columns = list(src.catalog_columns)
     if candidates.empty:
-        return empty
-    epoch = opened.epoch
-    span = 0.0
-    if epoch is not None and opened.has_pm:
-        dts = np.abs(candidates["jyear"].to_numpy(dtype=np.float64) - epoch)
-        span = float(np.nanmax(dts)) if np.isfinite(dts).any() else 0.0
-    search = src.radius_arcsec + src.max_pm_mas_yr / 1000.0 * span
-    if opened.margin_arcsec is not None and search > opened.margin_arcsec:
-        log.warning("evidence %s: the search radius %.1f\" (widened for proper motion over %.1f yr) is wider than "
-                    "the catalog's margin %.1f\": a fast-moving source just across a partition border may be missed; "
-                    "lower max_pm_mas_yr or use a catalog with a wider margin", src.name, search, span,
-                    opened.margin_arcsec)
-    left = lsdb.from_dataframe(
-        candidates[["key", "ra", "dec", "jyear"]], ra_column="ra", dec_column="dec", catalog_name="candidates",
-        margin_threshold=None, partition_rows=CANDIDATES_PER_PARTITION, should_generate_moc=False)
-    pairs = left.crossmatch(opened.catalog, n_neighbors=src.max_neighbours, radius_arcsec=search,
-                            suffixes=("_c", "_x"), suffix_method="all_columns", log_changes=False)
-    x = {c: f"{c}_x" for c in [opened.ra_column, opened.dec_column, *src.catalog_columns, *PM_COLUMNS]}
-    keep = [x[c] for c in src.catalog_columns]
-    pm = (x["pmra"], x["pmdec"]) if opened.has_pm else None
-    kwargs = dict(ra_c="ra_c", dec_c="dec_c", ra_x=x[opened.ra_column], dec_x=x[opened.dec_column], pm=pm,
-                  epoch=epoch, radius=src.radius_arcsec, keep=keep)
-    meta = _reduce_partition(pairs.to_dask_dataframe()._meta, **kwargs)
-    reduced = pairs.map_partitions(_reduce_partition, meta=meta, **kwargs).compute(progress_bar=False)
-    result = pd.DataFrame({c: reduced[x[c]].to_numpy() for c in src.catalog_columns})
-    result["sep_arcsec"] = reduced["_sep"].to_numpy(dtype=np.float64)
-    result["n_within"] = reduced["_n"].to_numpy(dtype=np.int64)
-    result.index = pd.Index(reduced["key_c"].to_numpy(dtype=np.int64), name="key")
-    return result
+        return Matched(pd.DataFrame(columns=[*columns, "sep_arcsec", "n_within"], index=pd.Index([], name="key")))
+    moving = opened.epoch is not None and opened.has_pm
+    jyear = candidates["jyear"].to_numpy(dtype=np.float64)
+    years = np.where(np.isfinite(jyear), jyear - (opened.epoch or 0.0), 0.0) if moving else np.zeros(len(jyear))
+    frame = pd.DataFrame({"key": candidates["key"].to_numpy(dtype=np.int64),
+                          "ra": candidates["ra"].to_numpy(dtype=np.float64),
+                          "dec": candidates["dec"].to_numpy(dtype=np.float64), YEARS_COLUMN: years})
+    pm = PM_COLUMNS if opened.has_pm else None
+    ra, dec = opened.ra_column, opened.dec_column
+
+    left = lsdb.from_dataframe(frame, ra_column="ra", dec_column="dec", catalog_name="candidates",
+                               margin_threshold=None, partition_rows=CANDIDATES_PER_PARTITION,
+                               should_generate_moc=False)
+    xmatch = left.crossmatch(opened.catalog, algorithm=ProperMotionCrossmatch(src.radius_arcsec, pm),
+                             suffixes=("_c", "_x"), suffix_method="all_columns", log_changes=False)
+    near = pd.DataFrame(xmatch.compute(progress_bar=False))
+    pairs = pd.DataFrame({"key": near["key_c"].to_numpy(dtype=np.int64),
+                          "_sep": near["_dist_arcsec"].to_numpy(dtype=np.float64),
+                          "_sra": near[f"{ra}_x"].to_numpy(dtype=np.float64),
+                          "_sdec": near[f"{dec}_x"].to_numpy(dtype=np.float64),
+                          **{c: near[f"{c}_x"].to_numpy() for c in columns}})
+
+    far = search_beyond_margin(opened.catalog, frame, ra_column=ra, dec_column=dec, pm_columns=pm,
+                               radius_arcsec=src.radius_arcsec, max_pm_arcsec_yr=src.max_pm_mas_yr / 1000.0,
+                               margin_arcsec=opened.margin_arcsec if opened.has_margin else None)
+    if not far.pairs.empty:
+        extra = pd.DataFrame({"key": far.pairs["key"].to_numpy(dtype=np.int64),
+                              "_sep": far.pairs["_sep"].to_numpy(dtype=np.float64),
+                              "_sra": far.pairs[ra].to_numpy(dtype=np.float64),
+                              "_sdec": far.pairs[dec].to_numpy(dtype=np.float64),
+                              **{c: far.pairs[c].to_numpy() for c in columns}})
+        pairs = pd.concat([pairs, extra], ignore_index=True) if len(pairs) else extra
+    unknown = frame["key"][~np.isfinite(jyear)].tolist() if opened.has_pm else []
+    if opened.has_pm and opened.epoch is None:
+        unknown = frame["key"].tolist()
+    log.debug("evidence %s: %d pair(s) within %g arcsec, %d cone(s) searched beyond the margin", src.name,
+              len(pairs), src.radius_arcsec, far.cones)
+    return Matched(_nearest(pairs, columns), far.cones, [int(k) for k in unknown])
 
 
 def _plain(v: Any) -> Any:
@@ -243,6 +294,6 @@ def gaia_derived(values: dict[str, Any]) -> dict[str, Any]:
         return {"gaia_abs_g": None, "gaia_abs_g_error": None,
                 "gaia_reason": values.get("gaia_reason") or "no Gaia source"}
     mg, err, why = absolute_g(values.get("gaia_phot_g_mean_mag"), values.get("gaia_parallax"),
-                              values.get("gaia_parallax_error"))
+                              values.get("gaia_parallax_error"), values.get("gaia_ruwe"))
     reason = values.get("gaia_reason") or (f"no M_G: {why}" if why else None)
     return {"gaia_abs_g": mg, "gaia_abs_g_error": err, "gaia_reason": reason}

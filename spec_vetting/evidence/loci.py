@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .photometry import RUWE_MAX
+
 MS_ZERO, MS_SLOPE = 2.07, 3.17
 WD_ZERO, WD_SLOPE = 11.3, 3.4
 #: brighter than this is a giant, fainter than DWARF_MG_MIN a dwarf (M stars: giants M_G ~ -1 to 1, dwarfs > 8)
@@ -37,21 +39,22 @@ def white_dwarf_mg(bp_rp):
     return WD_ZERO + WD_SLOPE * np.asarray(bp_rp, dtype=np.float64)
 
 
-def disagreement(task, verdict, abs_g, parallax_over_error, bp_rp) -> np.ndarray:
+def disagreement(task, verdict, abs_g, parallax_over_error, bp_rp, ruwe=None) -> np.ndarray:
     """Where a verdict contradicts significant astrometry (arrays of one length; nulls as NaN or None):
 
     - gm YES with M_G > 5 (a dwarf's luminosity);
     - wd YES more than 3 mag above the white-dwarf sequence, wd NO within 1 mag of it;
     - cv YES more than 2 mag above the main sequence (no CV is that luminous);
 
-    each only at parallax_over_error > 10 (BP-RP needed for wd and cv)."""
+    each only at parallax_over_error > 10 and RUWE <= 1.4 or unknown (BP-RP needed for wd and cv)."""
     task = np.asarray(task, dtype=object)
     verdict = np.asarray(verdict, dtype=object)
     mg = np.asarray(abs_g, dtype=np.float64)
     poe = np.asarray(parallax_over_error, dtype=np.float64)
     c = np.asarray(bp_rp, dtype=np.float64)
+    r = np.full(mg.shape, np.nan) if ruwe is None else np.asarray(ruwe, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        strong = np.isfinite(mg) & (poe > DISAGREE_PARALLAX_OVER_ERROR)
+        strong = np.isfinite(mg) & (poe > DISAGREE_PARALLAX_OVER_ERROR) & ~(r > RUWE_MAX)
         has_c = np.isfinite(c)
         yes, no = verdict == "YES", verdict == "NO"
         wd_off = white_dwarf_mg(c) - mg

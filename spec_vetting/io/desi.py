@@ -363,7 +363,30 @@ class _DesiContent:
             ids=ids,
             ra=fb.ra,
             dec=fb.dec,
+            **self._epoch(fb),
         )
+
+    def _epoch(self, fb: _Fibre) -> dict[str, Any]:
+        """The target's exposures' MJD span: a coadd's EXP_FIBERMAP rows of its TARGETID (or the FIBERMAP's
+        MIN_MJD/MAX_MJD), a spectra file's FIBERMAP rows of it; ``mjd`` the middle. Empty when the file has none."""
+        f = self.f
+        mjds: list[float] = []
+        if fb.targetid is not None:
+            for hdu in ("EXP_FIBERMAP", "FIBERMAP"):
+                if f.has(hdu) and f.has_column(hdu, "MJD") and f.has_column(hdu, "TARGETID"):
+                    tids = np.asarray(f.column(hdu, "TARGETID"))
+                    values = np.asarray(f.column(hdu, "MJD"), dtype=np.float64)[tids == fb.targetid]
+                    mjds = [float(v) for v in values if np.isfinite(v) and v > 0]
+                    if mjds:
+                        break
+            if not mjds and f.has("FIBERMAP") and all(f.has_column("FIBERMAP", c) for c in ("MIN_MJD", "MAX_MJD")):
+                lo = as_float(f.column("FIBERMAP", "MIN_MJD")[fb.row])
+                hi = as_float(f.column("FIBERMAP", "MAX_MJD")[fb.row])
+                mjds = [v for v in (lo, hi) if v is not None and v > 0]
+        if not mjds:
+            return {}
+        lo, hi = min(mjds), max(mjds)
+        return {"mjd": (lo + hi) / 2.0, "mjd_range": (lo, hi) if hi > lo else None}
 
 
 def _desispec_version(h: dict[str, Any]) -> str | None:

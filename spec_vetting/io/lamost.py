@@ -59,6 +59,7 @@ def lamost_meta(f: FitsFile, variant: str) -> SpectrumMeta:
         ids=ids,
         ra=as_float(h.get("RA")),
         dec=as_float(h.get("DEC")),
+        mjd=as_float(h.get("MJD")) if as_float(h.get("MJD")) is not None else as_float(h.get("LMJD")),
         pipeline_class=as_str(h.get("CLASS")),
         pipeline_subclass=as_str(h.get("SUBCLASS")),
         redshift=as_float(h.get("Z")),

@@ -18,17 +18,23 @@ import hashlib
 import json
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import RunFailedError
 from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
+from ..evidence.file_position import FROM_FILE, FROM_LIST, position_from_file
 from ..evidence.motion import mjd_from_name, mjd_to_jyear
 from ..evidence.sources import EvidenceSource
 from .store import write_parquet_atomic
 
 EVIDENCE_DIR = "_evidence"
-NO_POSITION = "no ra/dec for the candidate"
+NO_POSITION = "no ra/dec for the candidate (neither in the list nor in its spectrum file)"
+#: evidence key saying whose position was matched: "list" or "file"
+POSITION_SOURCE = "position_source"
+#: candidates named in the run summary when their match could miss a moving source (the count is complete)
+UNSURE_NAMED = 20
 
 
 def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
@@ -36,22 +42,13 @@ def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
     return [open_catalog(s) for s in sources]
 
 
-def _catalog_identity(source: EvidenceSource) -> str:
-    """What identifies the catalog's content: its path and its properties file (row count, creation date)."""
-    text = ""
-    for name in ("properties", "hats.properties", "collection.properties"):
-        p = Path(source.catalog) / name
-        try:
-            text += p.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            continue
-    return f"{source.catalog}\n{text}"
-
-
-def cache_folder(root: Path, source: EvidenceSource) -> Path:
+def cache_folder(root: Path, opened: OpenCatalog) -> Path:
+    """The cache of one source: keyed by its settings and the catalog's identity (its HATS properties and partition
+    list, :mod:`spec_vetting.evidence.hats_catalog`), so a rewritten or republished catalog is matched again."""
+    source = opened.source
     settings = source.model_dump(mode="json")
-    digest = hashlib.sha256(json.dumps([settings, _catalog_identity(source)], sort_keys=True).encode()).hexdigest()
-    return root / EVIDENCE_DIR / f"{source.name}-{digest[:16]}"
+    digest = hashlib.sha256(json.dumps([settings, source.catalog, opened.identity], sort_keys=True).encode())
+    return root / EVIDENCE_DIR / f"{source.name}-{digest.hexdigest()[:16]}"
 
 
 def candidate_epoch_mjd(cand) -> float | None:
@@ -62,8 +59,34 @@ def candidate_epoch_mjd(cand) -> float | None:
     return None if mjd is None else float(mjd)
 
 
-def _key(cand, mjd: float | None) -> str:
-    return json.dumps([str(cand.candidate_id), cand.ra, cand.dec, mjd])
+def _key(cand, where: Where) -> str:
+    return json.dumps([str(cand.candidate_id), where.ra, where.dec, where.mjd])
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where and when a candidate's spectrum was taken, as matched, and where the position came from."""
+
+    ra: float | None
+    dec: float | None
+    mjd: float | None
+    source: str | None
+
+
+def candidate_position(cand) -> Where:
+    """The list's ra/dec and epoch (its mjd column, else the MJD in the file name); what the list lacks, from the
+    spectrum file (:func:`~spec_vetting.evidence.file_position.position_from_file`)."""
+    ra, dec, mjd = cand.ra, cand.dec, candidate_epoch_mjd(cand)
+    source = FROM_LIST if ra is not None and dec is not None else None
+    if source is None or mjd is None:
+        found = position_from_file(cand)
+        if source is None and found.ra is not None and found.dec is not None:
+            ra, dec, source = found.ra, found.dec, FROM_FILE
+        if mjd is None and found.mjd is not None:
+            mjd = float(found.mjd)
+    if source is None:
+        return Where(None, None, mjd, None)
+    return Where(float(ra), float(dec), mjd, source)
 
 
 def _read_cache(folder: Path) -> dict[str, dict[str, Any]]:
@@ -132,15 +155,18 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
     import pandas as pd
 
     unique = list({str(c.candidate_id): c for c in candidates}.values())
+    where = {str(c.candidate_id): candidate_position(c) for c in unique
+             if any(_given(oc.source, c) is None for oc in opened)}
     summary: dict[str, Any] = {}
     for oc in opened:
         src = oc.source
         t0 = time.perf_counter()
-        folder = cache_folder(root, src)
+        folder = cache_folder(root, oc)
         cached = _read_cache(folder)
         values: dict[str, dict[str, Any]] = {}
-        todo: list[tuple[str, Any, float | None]] = []
+        todo: list[tuple[str, Any, Where]] = []
         counts = {"given": 0, "cached": 0, "no_position": 0, "matched_now": 0}
+        unsure: list[str] = []
         for cand in unique:
             cid = str(cand.candidate_id)
             given = _given(src, cand)
@@ -148,35 +174,38 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
                 values[cid] = given
                 counts["given"] += 1
                 continue
-            if cand.ra is None or cand.dec is None:
+            at = where[cid]
+            if at.source is None:
                 values[cid] = record(src, None, NO_POSITION)
                 counts["no_position"] += 1
                 continue
-            mjd = candidate_epoch_mjd(cand)
-            key = _key(cand, mjd)
+            if at.mjd is None and oc.has_pm:
+                unsure.append(cid)
+            key = _key(cand, at)
             if key in cached:
-                values[cid] = cached[key]
+                values[cid] = {**cached[key], POSITION_SOURCE: at.source}
                 counts["cached"] += 1
             else:
-                todo.append((key, cand, mjd))
+                todo.append((key, cand, at))
         new: dict[str, dict[str, Any]] = {}
         if todo:
             frame = pd.DataFrame({
                 "key": np.arange(len(todo), dtype=np.int64),
-                "ra": [c.ra for _, c, _ in todo], "dec": [c.dec for _, c, _ in todo],
-                "jyear": [float(mjd_to_jyear(m)) if m is not None else math.nan for _, _, m in todo]})
+                "ra": [at.ra for _, _, at in todo], "dec": [at.dec for _, _, at in todo],
+                "jyear": [float(mjd_to_jyear(at.mjd)) if at.mjd is not None else math.nan for _, _, at in todo]})
             try:
                 found = match(oc, frame)
             except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
                 raise RunFailedError(
                     f"evidence {src.name}: the cross-match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
                     "check the catalog is reachable and rerun the same command to resume") from exc
-            rows = found.to_dict("index")
+            rows = found.frame.to_dict("index")
+            counts["beyond_margin"] = found.beyond_margin
             none_within = f"no {src.name} source within {src.radius_arcsec:g} arcsec at the spectrum's epoch"
-            for i, (key, cand, _) in enumerate(todo):
+            for i, (key, cand, at) in enumerate(todo):
                 hit = rows.get(i)
                 new[key] = record(src, hit, None if hit is not None else none_within, searched=True)
-                values[str(cand.candidate_id)] = new[key]
+                values[str(cand.candidate_id)] = {**new[key], POSITION_SOURCE: at.source}
             counts["matched_now"] = len(todo)
             _write_cache(folder, run_id, new)
         for cand in candidates:
@@ -187,4 +216,7 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
         summary[src.name] = {"catalog": src.catalog, "radius_arcsec": src.radius_arcsec, "epoch": oc.epoch,
                              "margin": oc.has_margin, "proper_motions": oc.has_pm, "cache": str(folder),
                              **counts, "wall_s": round(time.perf_counter() - t0, 3)}
+        if unsure:
+            # matched at the catalog's epoch: a source that moved out of the radius since is not found
+            summary[src.name]["epoch_unknown"] = {"count": len(unsure), "candidates": unsure[:UNSURE_NAMED]}
     return summary

@@ -700,6 +700,12 @@ def _run_evidence(store: RunStore, opened, pending, echo, runlog, manifest: dict
                 f"{counts['wall_s']} s")
         echo(line)
         runlog.write("INFO", line)
+        if unsure := counts.get("epoch_unknown"):
+            line = (f"evidence {name}: {unsure['count']} candidate(s) without a spectrum epoch, compared at the "
+                    f"catalog's epoch (a fast-moving source may be missed): {', '.join(unsure['candidates'])}"
+                    + (" ..." if unsure["count"] > len(unsure["candidates"]) else ""))
+            echo(line)
+            runlog.write("WARNING", line)
     if manifest is not None:
         manifest.setdefault("evidence", {}).update(summary)
         write_json_atomic(store.manifest_path, manifest)

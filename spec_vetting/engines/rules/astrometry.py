@@ -5,7 +5,8 @@ Each term reads one value with its error from the candidate's evidence (``ctx.ev
 colour-magnitude loci of :mod:`spec_vetting.evidence.loci`. A term counts only when significant: the value lies
 beyond its threshold by at least :data:`N_SIGMA` = 3 times its error (M_G exists only at parallax/error >= 5, so
 its error is at most 0.43 mag). A term that counts is cited in the justification with its number and error.
-Without evidence (or with none significant) nothing is added: the engine answers as before.
+Without evidence (or with none significant) nothing is added: the engine answers as before. An M_G from an
+astrometric solution with RUWE > 1.4 decides nothing.
 
 - gm: M_G < 3.5 (an M giant's luminosity) adds +3; M_G > 6 (a dwarf's) adds -3;
 - wd: M_G within 1.5 mag of the white-dwarf sequence adds +3; more than 3 mag above it (brighter) adds -3;
@@ -27,6 +28,7 @@ from ...evidence.loci import (
     main_sequence_mg,
     white_dwarf_mg,
 )
+from ...evidence.photometry import RUWE_MAX
 from ...evidence.sources import evidence_number
 from .significance import SIGMA, Term
 
@@ -65,8 +67,9 @@ def evidence_terms(task: str, evidence: dict[str, Any] | None) -> list[EvidenceT
     """The significant astrometric terms for ``task`` (empty without Gaia M_G, or for a task without terms)."""
     evidence = evidence or {}
     mg, err = evidence_number(evidence, "gaia_abs_g"), evidence_number(evidence, "gaia_abs_g_error")
-    if mg is None or err is None:
-        return []
+    ruwe = evidence_number(evidence, "gaia_ruwe")
+    if mg is None or err is None or (ruwe is not None and ruwe > RUWE_MAX):
+        return []  # M_G from a doubtful astrometric solution (older caches and lists may still carry one)
     err = max(err, 1e-3)
     c = evidence_number(evidence, "gaia_bp_rp")
     terms: list[EvidenceTerm | None] = []
