@@ -65,6 +65,10 @@ class Engine(abc.ABC):
     #: the engine runs a trained model, so the prompts it is given must be the training prompts;
     #: False for engines that read no prompt text the way a model does (rules, scripted)
     drives_model: ClassVar[bool] = True
+    #: the engine's servers keep a prefix cache: a shard sends one of a candidate's inspections first and its others
+    #: once that one's first reply is back, so they find the shared system text and picture cached
+    #: (pipeline/warm_prefix.py); False: every inspection starts at once
+    warm_prefix_first: bool = False
 
     @classmethod
     def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:

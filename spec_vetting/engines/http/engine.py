@@ -156,7 +156,8 @@ class OpenAIEngine(Engine):
                  backoff_max_s: float = MAX_BACKOFF_S, health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
                  timeout_retries: int = DEFAULT_TIMEOUT_RETRIES, hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S,
                  seed: int | None = None, request_deadline_s: float | None = None,
-                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, omit_sampling: dict[str, list[str]] | None = None):
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, omit_sampling: dict[str, list[str]] | None = None,
+                 warm_prefix_first: bool = True):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints:
@@ -180,6 +181,9 @@ class OpenAIEngine(Engine):
         self._no_tokenize: set[str] = set()
         #: sampling fields left out per endpoint: only those a server refused, in a run told --allow-inexact-template
         self.omit_sampling = {normalize_endpoint(e): list(v) for e, v in (omit_sampling or {}).items()}
+        #: vLLM and SGLang cache prefixes (on by default in both): a candidate's other tasks are sent once its first
+        #: task's first reply is back (``--engine-option warm_prefix_first=false``: all at once)
+        self.warm_prefix_first = bool(warm_prefix_first)
 
     def share_slots(self, gate: SlotGate | None) -> None:
         self.router.gate = gate

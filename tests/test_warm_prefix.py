@@ -1,0 +1,183 @@
+"""A candidate's tasks in prefix-cache order (pipeline/warm_prefix.py): one goes first, the others after its first
+reply, while the other candidates keep the slots full.
+
+The stub engine below holds ``cap`` slots like the HTTP router does (a session takes one for all its turns) and
+logs every session start, request and reply in order; the oracle is that log (causal order, slots in use at a
+reply), not the scheduler's own state. The last test checks the same order at a fake OpenAI server, from the
+times the server itself saw the requests arrive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer
+
+from spec_vetting.engine_interface import Engine, EngineSession
+from spec_vetting.engines.http.engine import OpenAIEngine
+from spec_vetting.errors import EngineError
+from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.pipeline.plan import WorkItem
+from spec_vetting.pipeline.shard import ShardSpec, inspect_items
+from spec_vetting.types import EngineIdentity, EngineReply, Sampling
+
+SPECTRUM = make_spectrum("cv", seed=1, redshift=0.0)
+TASKS = ("cv", "carbon", "wd")
+
+
+@dataclass
+class Cand:
+    candidate_id: str
+
+    def load_spectrum(self):
+        return SPECTRUM
+
+
+class _Session(EngineSession):
+    def __init__(self, engine: SlotStub, ctx):
+        self.engine, self.who = engine, (ctx.candidate_id, ctx.task)
+
+    async def __aenter__(self):
+        eng = self.engine
+        await eng.slots.acquire()
+        eng.in_flight += 1
+        eng.log.append(("start", *self.who, None, eng.in_flight))
+        return self
+
+    async def __aexit__(self, *exc):
+        eng = self.engine
+        eng.in_flight -= 1
+        eng.slots.release()
+        eng.log.append(("end", *self.who, None, eng.in_flight))
+
+    async def complete(self, messages, *, turn, sampling):
+        eng = self.engine
+        eng.log.append(("ask", *self.who, turn, eng.in_flight))
+        await asyncio.sleep(eng.delay_s)
+        if self.who == eng.hold and turn == 0:  # the reply waits until every slot is taken (10 s at most)
+            for _ in range(1000):
+                if eng.in_flight == eng.cap:
+                    break
+                await asyncio.sleep(0.01)
+        if self.who in eng.fail_first_turn and turn == 0:
+            eng.log.append(("failed", *self.who, turn, eng.in_flight))
+            raise EngineError("injected: the server refused the request", kind="http_400")
+        eng.log.append(("reply", *self.who, turn, eng.in_flight))
+        return EngineReply(text=ZOOM_HALPHA if turn == 0 else ANSWER_YES)
+
+
+class SlotStub(Engine):
+    """An engine with ``cap`` in-flight slots (one per inspection, held for all its turns), zoom then YES."""
+
+    name = "stub"
+
+    def __init__(self, cap: int, *, delay_s: float = 0.02, warm_prefix_first: bool = True,
+                 fail_first_turn: tuple = (), hold: tuple | None = None):
+        self.cap, self.delay_s = cap, delay_s
+        self.warm_prefix_first = warm_prefix_first
+        self.fail_first_turn = set(fail_first_turn)
+        self.hold = hold
+        self.slots = asyncio.Semaphore(cap)
+        self.in_flight = 0
+        self.log: list[tuple] = []  # (event, candidate, task, turn, sessions open at that moment)
+
+    def identity(self):
+        return EngineIdentity(engine="stub", engine_version="1", model="stub")
+
+    def session(self, ctx):
+        return _Session(self, ctx)
+
+    def at(self, event, cid, task, turn=None) -> int:
+        return next(n for n, e in enumerate(self.log) if e[:3] == (event, cid, task) and (turn is None or e[3] == turn))
+
+
+def items_for(tasks_by_candidate: dict[str, int]) -> list[WorkItem]:
+    """Pairs in plan order (a candidate's tasks next to each other, as build_plan makes them)."""
+    return [WorkItem(Cand(cid), t) for cid, n in tasks_by_candidate.items() for t in TASKS[:n]]
+
+
+def run(items, engine) -> list:
+    spec = ShardSpec(root="unused", run_id="r", run_date="2026-01-01", shard_id="s0", items=items,
+                     engine_name="stub", engine_options={}, sampling=Sampling(), concurrency=64)
+    return asyncio.run(asyncio.wait_for(inspect_items(spec, engine), 60))
+
+
+def test_later_tasks_start_after_the_first_reply_not_after_the_inspection():
+    engine = SlotStub(cap=10)
+    results = run(items_for({"A": 3}), engine)
+    assert [r[1].verdict for r in results] == ["YES"] * 3
+    first_reply = engine.at("reply", "A", "cv", 0)
+    for task in ("carbon", "wd"):
+        start = engine.at("start", "A", task)
+        assert start > first_reply, engine.log  # only once the first task's first reply is back
+        assert start < engine.at("end", "A", "cv"), engine.log  # not held until the first inspection ends
+
+
+def test_other_candidates_fill_the_slots_while_the_later_tasks_wait():
+    # A's first reply is held back until every slot is busy: only other candidates' pairs can fill them, since
+    # A's later tasks must wait for that very reply (a scheduler that held them all back would time the hold out)
+    engine = SlotStub(cap=3, hold=("A", "cv"), delay_s=0.2)
+    results = run(items_for({"A": 3, "B": 1, "C": 2, "D": 2}), engine)
+    assert [r[1].verdict for r in results] == ["YES"] * 8
+    for cid, n in (("A", 3), ("C", 2), ("D", 2)):
+        for task in TASKS[1:n]:
+            assert engine.at("start", cid, task) > engine.at("reply", cid, "cv", 0), engine.log
+    # while A's first task waits for its first reply, every slot is busy with other candidates' first tasks
+    first = engine.log[engine.at("reply", "A", "cv", 0)]
+    assert first[4] == 3, engine.log
+    started_before = {e[1:3] for e in engine.log[:engine.at("reply", "A", "cv", 0)] if e[0] == "start"}
+    assert {t for _, t in started_before} == {"cv"}, engine.log  # (the reads end in any order)
+    assert max(e[4] for e in engine.log) == 3
+
+
+def test_a_candidate_alone_or_with_a_failing_first_task_holds_nobody_back():
+    engine = SlotStub(cap=4, fail_first_turn={("A", "cv")})
+    results = run(items_for({"A": 3, "B": 1}), engine)
+    by_pair = {(r[0].candidate.candidate_id, r[0].task): r[1] for r in results}
+    assert by_pair["A", "cv"].verdict == "ERROR" and by_pair["A", "cv"].error_kind == "http_400"
+    assert by_pair["A", "carbon"].verdict == by_pair["A", "wd"].verdict == by_pair["B", "cv"].verdict == "YES"
+    # the single-task candidate starts at once, beside A's first task
+    assert engine.at("start", "B", "cv") < engine.at("failed", "A", "cv", 0)
+    # A's later tasks go once its first task has failed
+    assert engine.at("start", "A", "carbon") > engine.at("failed", "A", "cv", 0)
+
+
+def test_engines_without_a_prefix_cache_start_every_pair_at_once():
+    engine = SlotStub(cap=10, warm_prefix_first=False)
+    run(items_for({"A": 3}), engine)
+    first_reply = engine.at("reply", "A", "cv", 0)
+    assert all(engine.at("start", "A", t) < first_reply for t in TASKS), engine.log
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
+    delay = 0.15
+    with FakeOpenAIServer(delay_s=delay) as srv:
+        async def go():
+            engine = OpenAIEngine([srv.base_url], max_inflight_per_endpoint=2, health_interval_s=0,
+                                  warm_prefix_first=warm)
+            await engine.start()
+            try:
+                spec = ShardSpec(root="unused", run_id="r", run_date="2026-01-01", shard_id="s0",
+                                 items=items_for({"A": 2, "B": 2, "C": 2}), engine_name="openai",
+                                 engine_options={}, sampling=Sampling(), concurrency=64)
+                return await inspect_items(spec, engine)
+            finally:
+                await engine.close()
+
+        results = asyncio.run(asyncio.wait_for(go(), 60))
+        assert [r[1].verdict for r in results] == ["YES"] * 6
+        first_turns: dict[str, list[float]] = {}
+        for req in srv.chat_requests:
+            rid = {k.lower(): v for k, v in req.headers.items()}["x-request-id"]
+            _, cid, turn = rid.split("/")
+            if turn == "0":
+                first_turns.setdefault(cid, []).append(req.at)
+        assert srv.max_in_flight == 2  # the cap is used in full either way
+    gaps = [sorted(t)[1] - sorted(t)[0] for t in first_turns.values()]
+    if warm:  # the second task's first request arrived only after the first one had been answered
+        assert all(g >= delay for g in gaps), gaps
+    else:  # A's and B's tasks all went at once (C's waited for slots)
+        assert min(gaps) < delay / 2, gaps
