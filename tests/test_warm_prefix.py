@@ -171,8 +171,10 @@ def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
         assert [r[1].verdict for r in results] == ["YES"] * 6
         first_turns: dict[str, list[float]] = {}
         for req in srv.chat_requests:
-            rid = {k.lower(): v for k, v in req.headers.items()}["x-request-id"]
-            _, cid, turn = rid.split("/")
+            headers = {k.lower(): v for k, v in req.headers.items()}
+            _, cid, turn = headers["x-request-id"].split("/")
+            # every task of a candidate carries the key a gateway pins to one replica (deploy/sglang/launch.sh)
+            assert headers["x-smg-routing-key"] == cid
             if turn == "0":
                 first_turns.setdefault(cid, []).append(req.at)
         assert srv.max_in_flight == 2  # the cap is used in full either way
