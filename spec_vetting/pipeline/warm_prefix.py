@@ -1,12 +1,14 @@
 """A candidate's tasks in an order that lets the server's prefix cache serve them: one first, the others after.
 
 Every task of one candidate opens with the same system text and the same full-view picture; only the task text
-after the picture differs. Sent at the same moment, each of them prefills that common part again (and, on a
-vision-language model, runs the vision encoder on the picture again): the cache holds a prefix only once some
-request has computed it. So in a shard one pair of each candidate goes first (its first pair in plan order) and
-the candidate's other pairs wait until that pair's first reply has come back, by which time the server has the
-prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's in-flight slots
-meanwhile, so the slots stay as full as before and nothing waits on an idle server that has other work.
+after the picture differs. A server whose cache takes a prefix in only once a request has computed it (SGLang's
+radix cache, after the prefill batch) prefills that common part, and runs the vision encoder on the picture, once
+per task when the tasks arrive together. So in a shard one pair of each candidate goes first (its first pair in
+plan order) and the candidate's other pairs wait until that pair's first reply has come back, by which time the
+server has the prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's
+in-flight slots meanwhile, so the slots stay as full as before and nothing waits on an idle server that has other
+work. (vLLM commits blocks to its cache when it schedules them and shares them either way; the order costs it
+nothing: benchmarks/RESULTS.md, issue 39.)
 
 Only the order changes: every request is the one it would be otherwise (same text, same pictures, same sampling).
 The first pair opens the others however it ends (a reply, an error, an unreadable file), so a failing first task

@@ -181,8 +181,9 @@ class OpenAIEngine(Engine):
         self._no_tokenize: set[str] = set()
         #: sampling fields left out per endpoint: only those a server refused, in a run told --allow-inexact-template
         self.omit_sampling = {normalize_endpoint(e): list(v) for e, v in (omit_sampling or {}).items()}
-        #: vLLM and SGLang cache prefixes (on by default in both): a candidate's other tasks are sent once its first
-        #: task's first reply is back (``--engine-option warm_prefix_first=false``: all at once)
+        #: SGLang caches a prompt's prefix only once its prefill has run: a candidate's other tasks are sent once
+        #: its first task's first reply is back, so they find its picture cached (vLLM shares it either way);
+        #: ``--engine-option warm_prefix_first=false`` sends them all at once
         self.warm_prefix_first = bool(warm_prefix_first)
 
     def share_slots(self, gate: SlotGate | None) -> None:
