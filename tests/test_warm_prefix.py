@@ -133,7 +133,8 @@ def test_other_candidates_fill_the_slots_while_the_later_tasks_wait():
 
 
 def test_a_candidate_alone_or_with_a_failing_first_task_holds_nobody_back():
-    engine = SlotStub(cap=4, fail_first_turn={("A", "cv")})
+    # A's first turn fails only once B has a slot too (so that the order of the log does not depend on timing)
+    engine = SlotStub(cap=2, fail_first_turn={("A", "cv")}, hold=("A", "cv"))
     results = run(items_for({"A": 3, "B": 1}), engine)
     by_pair = {(r[0].candidate.candidate_id, r[0].task): r[1] for r in results}
     assert by_pair["A", "cv"].verdict == "ERROR" and by_pair["A", "cv"].error_kind == "http_400"
@@ -153,10 +154,10 @@ def test_engines_without_a_prefix_cache_start_every_pair_at_once():
 
 @pytest.mark.parametrize("warm", [True, False])
 def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
-    delay = 0.15
+    delay = 0.3
     with FakeOpenAIServer(delay_s=delay) as srv:
         async def go():
-            engine = OpenAIEngine([srv.base_url], max_inflight_per_endpoint=2, health_interval_s=0,
+            engine = OpenAIEngine([srv.base_url], max_inflight_per_endpoint=6, health_interval_s=0,
                                   warm_prefix_first=warm)
             await engine.start()
             try:
@@ -177,9 +178,8 @@ def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
             assert headers["x-smg-routing-key"] == cid
             if turn == "0":
                 first_turns.setdefault(cid, []).append(req.at)
-        assert srv.max_in_flight == 2  # the cap is used in full either way
     gaps = [sorted(t)[1] - sorted(t)[0] for t in first_turns.values()]
     if warm:  # the second task's first request arrived only after the first one had been answered
         assert all(g >= delay for g in gaps), gaps
-    else:  # A's and B's tasks all went at once (C's waited for slots)
-        assert min(gaps) < delay / 2, gaps
+    else:  # every task went at once: a second task did not wait for a first reply
+        assert max(gaps) < delay, gaps
