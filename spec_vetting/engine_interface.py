@@ -88,6 +88,10 @@ class Engine(abc.ABC):
         """Requests an engine built with ``options`` can have in flight over all its servers; None: no such cap."""
         return None
 
+    def in_flight_capacity(self) -> int | None:
+        """Inspections this engine can have in flight at once over all its servers; None: no such cap."""
+        return None
+
     def share_slots(self, gate: SlotGate | None) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Take in-flight slots from ``gate`` too (None: only the engine's own caps). Engines without per-endpoint
         caps ignore it."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-import pytest
 from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer
 
 from spec_vetting.engine_interface import Engine, EngineSession
@@ -55,7 +54,7 @@ class _Session(EngineSession):
     async def complete(self, messages, *, turn, sampling):
         eng = self.engine
         eng.log.append(("ask", *self.who, turn, eng.in_flight))
-        await asyncio.sleep(eng.delay_s)
+        await asyncio.sleep(eng.delays.get(self.who[0], eng.delay_s))
         if self.who == eng.hold and turn == 0:  # the reply waits until every slot is taken (10 s at most)
             for _ in range(1000):
                 if eng.in_flight == eng.cap:
@@ -69,13 +68,14 @@ class _Session(EngineSession):
 
 
 class SlotStub(Engine):
-    """An engine with ``cap`` in-flight slots (one per inspection, held for all its turns), zoom then YES."""
+    """An engine with ``cap`` in-flight slots (one per inspection, held for all its turns), zoom then YES, each turn
+    answered after ``delay_s`` (``delays`` per candidate)."""
 
     name = "stub"
 
     def __init__(self, cap: int, *, delay_s: float = 0.02, warm_prefix_first: bool = True,
-                 fail_first_turn: tuple = (), hold: tuple | None = None):
-        self.cap, self.delay_s = cap, delay_s
+                 fail_first_turn: tuple = (), hold: tuple | None = None, delays: dict | None = None):
+        self.cap, self.delay_s, self.delays = cap, delay_s, dict(delays or {})
         self.warm_prefix_first = warm_prefix_first
         self.fail_first_turn = set(fail_first_turn)
         self.hold = hold
@@ -85,6 +85,9 @@ class SlotStub(Engine):
 
     def identity(self):
         return EngineIdentity(engine="stub", engine_version="1", model="stub")
+
+    def in_flight_capacity(self):
+        return self.cap
 
     def session(self, ctx):
         return _Session(self, ctx)
@@ -104,18 +107,7 @@ def run(items, engine) -> list:
     return asyncio.run(asyncio.wait_for(inspect_items(spec, engine), 60))
 
 
-def test_later_tasks_start_after_the_first_reply_not_after_the_inspection():
-    engine = SlotStub(cap=10)
-    results = run(items_for({"A": 3}), engine)
-    assert [r[1].verdict for r in results] == ["YES"] * 3
-    first_reply = engine.at("reply", "A", "cv", 0)
-    for task in ("carbon", "wd"):
-        start = engine.at("start", "A", task)
-        assert start > first_reply, engine.log  # only once the first task's first reply is back
-        assert start < engine.at("end", "A", "cv"), engine.log  # not held until the first inspection ends
-
-
-def test_other_candidates_fill_the_slots_while_the_later_tasks_wait():
+def test_later_tasks_wait_for_the_first_reply_while_other_candidates_fill_the_slots():
     # A's first reply is held back until every slot is busy: only other candidates' pairs can fill them, since
     # A's later tasks must wait for that very reply (a scheduler that held them all back would time the hold out)
     engine = SlotStub(cap=3, hold=("A", "cv"), delay_s=0.2)
@@ -132,44 +124,82 @@ def test_other_candidates_fill_the_slots_while_the_later_tasks_wait():
     assert max(e[4] for e in engine.log) == 3
 
 
+def test_a_later_task_goes_at_once_rather_than_leave_a_slot_idle():
+    # one candidate, slots to spare: waiting for its first reply would only leave them idle
+    engine = SlotStub(cap=10)
+    results = run(items_for({"A": 3}), engine)
+    assert [r[1].verdict for r in results] == ["YES"] * 3
+    first_reply = engine.at("reply", "A", "cv", 0)
+    assert all(engine.at("start", "A", t) < first_reply for t in TASKS), engine.log
+
+
 def test_a_candidate_alone_or_with_a_failing_first_task_holds_nobody_back():
-    # A's first turn fails only once B has a slot too (so that the order of the log does not depend on timing)
-    engine = SlotStub(cap=2, fail_first_turn={("A", "cv")}, hold=("A", "cv"))
+    # A's first turn fails only once B has a slot too (so that the order of the log does not depend on timing);
+    # B is slow, so its slot stays taken and A's later tasks have no idle slot to take before A has failed
+    engine = SlotStub(cap=2, fail_first_turn={("A", "cv")}, hold=("A", "cv"), delays={"B": 0.3})
     results = run(items_for({"A": 3, "B": 1}), engine)
     by_pair = {(r[0].candidate.candidate_id, r[0].task): r[1] for r in results}
     assert by_pair["A", "cv"].verdict == "ERROR" and by_pair["A", "cv"].error_kind == "http_400"
     assert by_pair["A", "carbon"].verdict == by_pair["A", "wd"].verdict == by_pair["B", "cv"].verdict == "YES"
     # the single-task candidate starts at once, beside A's first task
     assert engine.at("start", "B", "cv") < engine.at("failed", "A", "cv", 0)
-    # A's later tasks go once its first task has failed
-    assert engine.at("start", "A", "carbon") > engine.at("failed", "A", "cv", 0)
+    # A's later tasks go once its first task has failed, while B still runs
+    assert engine.at("failed", "A", "cv", 0) < engine.at("start", "A", "carbon") < engine.at("end", "B", "cv")
 
 
-def test_engines_without_a_prefix_cache_start_every_pair_at_once():
-    engine = SlotStub(cap=10, warm_prefix_first=False)
-    run(items_for({"A": 3}), engine)
-    first_reply = engine.at("reply", "A", "cv", 0)
-    assert all(engine.at("start", "A", t) < first_reply for t in TASKS), engine.log
+def test_without_the_order_no_pair_waits():
+    from spec_vetting.pipeline.warm_prefix import WarmPrefixOrder
+
+    async def main():
+        order = WarmPrefixOrder(items_for({"A": 3, "B": 1}), enabled=False, keep_busy=1)
+        for n, cid in enumerate("AAAB"):
+            await asyncio.wait_for(order.wait_turn(n, cid), 1)
+
+    asyncio.run(main())
+    assert OpenAIEngine(["http://127.0.0.1:9/v1"]).warm_prefix_first is True  # the HTTP engine's default
+    assert OpenAIEngine(["http://127.0.0.1:9/v1"], warm_prefix_first=False).warm_prefix_first is False
 
 
-@pytest.mark.parametrize("warm", [True, False])
-def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
+def test_the_order_lets_waiting_pairs_go_in_plan_order_when_slots_would_idle():
+    """The order's own bookkeeping: first pairs go at once; a later pair waits while first pairs still to start
+    and pairs running fill the slots, and goes when they no longer do."""
+    from spec_vetting.pipeline.warm_prefix import WarmPrefixOrder
+
+    async def main():
+        order = WarmPrefixOrder(items_for({"A": 3, "B": 1}), enabled=True, keep_busy=2)
+        await order.wait_turn(0, "A")  # A's first pair
+        later = [asyncio.ensure_future(order.wait_turn(n, "A")) for n in (1, 2)]
+        await asyncio.sleep(0)
+        assert not any(t.done() for t in later)  # B's pair is still to start: it fills the second slot
+        await order.wait_turn(3, "B")
+        order.done()  # B is over: one slot would idle
+        await asyncio.sleep(0)
+        assert [t.done() for t in later] == [True, False]  # the earlier one in plan order
+        order.open("A")  # A's first reply
+        await asyncio.sleep(0)
+        assert later[1].done()
+
+    asyncio.run(main())
+
+
+def test_the_http_engine_sends_later_tasks_after_the_first_reply():
+    """At a fake OpenAI server with 2 slots and 4 candidates x 2 tasks: every candidate's second task arrived only
+    after its first task's first request had been answered (the server's own arrival times)."""
     delay = 0.3
     with FakeOpenAIServer(delay_s=delay) as srv:
         async def go():
-            engine = OpenAIEngine([srv.base_url], max_inflight_per_endpoint=6, health_interval_s=0,
-                                  warm_prefix_first=warm)
+            engine = OpenAIEngine([srv.base_url], max_inflight_per_endpoint=2, health_interval_s=0)
             await engine.start()
             try:
                 spec = ShardSpec(root="unused", run_id="r", run_date="2026-01-01", shard_id="s0",
-                                 items=items_for({"A": 2, "B": 2, "C": 2}), engine_name="openai",
+                                 items=items_for({"A": 2, "B": 2, "C": 2, "D": 2}), engine_name="openai",
                                  engine_options={}, sampling=Sampling(), concurrency=64)
                 return await inspect_items(spec, engine)
             finally:
                 await engine.close()
 
         results = asyncio.run(asyncio.wait_for(go(), 60))
-        assert [r[1].verdict for r in results] == ["YES"] * 6
+        assert [r[1].verdict for r in results] == ["YES"] * 8
         first_turns: dict[str, list[float]] = {}
         for req in srv.chat_requests:
             headers = {k.lower(): v for k, v in req.headers.items()}
@@ -178,8 +208,6 @@ def test_the_http_engine_sends_later_tasks_after_the_first_reply(warm):
             assert headers["x-smg-routing-key"] == cid
             if turn == "0":
                 first_turns.setdefault(cid, []).append(req.at)
+        assert srv.max_in_flight == 2
     gaps = [sorted(t)[1] - sorted(t)[0] for t in first_turns.values()]
-    if warm:  # the second task's first request arrived only after the first one had been answered
-        assert all(g >= delay for g in gaps), gaps
-    else:  # every task went at once: a second task did not wait for a first reply
-        assert max(gaps) < delay, gaps
+    assert len(gaps) == 4 and all(g >= delay for g in gaps), gaps

@@ -212,7 +212,8 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     results: list = [None] * len(spec.items)
     # a server with a prefix cache gets one of a candidate's pairs first and the rest once its first reply is
     # back; the waiting pairs hold no slot, so the other candidates keep the endpoint's slots full meanwhile
-    order = WarmPrefixOrder(spec.items, enabled=bool(getattr(engine, "warm_prefix_first", False)))
+    order = WarmPrefixOrder(spec.items, enabled=bool(getattr(engine, "warm_prefix_first", False)),
+                            keep_busy=getattr(engine, "in_flight_capacity", lambda: None)())
 
     async def load(cand):
         cid = str(cand.candidate_id)
@@ -228,8 +229,10 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         cid = str(cand.candidate_id)
         spectrum = None
         z = None
+        in_turn = False
         try:
             await order.wait_turn(n, cid)
+            in_turn = True
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
                 if spec.evidence_prompt:
@@ -266,6 +269,8 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
             )
         finally:
             order.open(cid)  # a no-op unless this was the candidate's first pair: however it ended, the rest go
+            if in_turn:
+                order.done()
             remaining[cid] -= 1
             if remaining[cid] <= 0:
                 reads.pop(cid, None)

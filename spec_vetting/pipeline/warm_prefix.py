@@ -6,9 +6,10 @@ radix cache, after the prefill batch) prefills that common part, and runs the vi
 per task when the tasks arrive together. So in a shard one pair of each candidate goes first (its first pair in
 plan order) and the candidate's other pairs wait until that pair's first reply has come back, by which time the
 server has the prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's
-in-flight slots meanwhile, so the slots stay as full as before and nothing waits on an idle server that has other
-work. (vLLM commits blocks to its cache when it schedules them and shares them either way; the order costs it
-nothing: benchmarks/RESULTS.md, issue 39.)
+in-flight slots meanwhile. Where the shard has too few other pairs to fill the engine's slots (fewer candidates
+than slots, the end of a shard), a waiting pair goes anyway, cache or not: a slot never stands idle for the order.
+(vLLM commits blocks to its cache when it schedules them and shares them either way: benchmarks/RESULTS.md,
+issue 39.)
 
 Only the order changes: every request is the one it would be otherwise (same text, same pictures, same sampling).
 The first pair opens the others however it ends (a reply, an error, an unreadable file), so a failing first task
@@ -30,10 +31,13 @@ class WarmPrefixOrder:
     """One shard's order: for each candidate with several pairs, which pair goes first and when the rest may go.
 
     ``items`` are the shard's pairs (anything with ``.candidate.candidate_id``); with ``enabled`` False every pair
-    may start at once.
+    may start at once. ``keep_busy`` is how many inspections the engine can have in flight (None: no cap): a
+    waiting pair also goes, first reply or not, when the shard's started pairs and the first pairs still to start
+    are fewer than that, since a slot would otherwise stand idle (a shard with fewer candidates than slots, the
+    end of a shard). Such a pair finds no picture cached, as every pair did before this order.
     """
 
-    def __init__(self, items: Sequence, *, enabled: bool):
+    def __init__(self, items: Sequence, *, enabled: bool, keep_busy: int | None = None):
         ids = [str(i.candidate.candidate_id) for i in items]
         counts = Counter(ids)
         self._first: dict[str, int] = {}
@@ -43,23 +47,65 @@ class WarmPrefixOrder:
                 if counts[cid] > 1 and cid not in self._first:
                     self._first[cid] = n
                     self._opened[cid] = asyncio.Event()
+        self._keep_busy = keep_busy
+        # pairs that never wait (first pairs, candidates alone in the shard) and have not started yet
+        self._starters_left = len(ids) - sum(counts[cid] - 1 for cid in self._first)
+        self._active = 0  # pairs started and not yet over
+        self._waiting: dict[int, tuple[str, asyncio.Future]] = {}  # pair index -> (candidate, its go signal)
 
     def goes_first(self, n: int, cid: str) -> bool:
         """Pair ``n`` is the one its candidate's other pairs wait for."""
         return self._first.get(cid) == n
 
+    def _waits(self, n: int, cid: str) -> bool:
+        opened = self._opened.get(cid)
+        return opened is not None and not opened.is_set() and not self.goes_first(n, cid)
+
+    def _room(self) -> bool:
+        return self._keep_busy is not None and self._active + self._starters_left < self._keep_busy
+
     async def wait_turn(self, n: int, cid: str) -> None:
         """Return when pair ``n`` may start: at once for a first pair or a candidate alone in the shard, else once
-        the candidate's first pair has had its first reply (or has ended)."""
-        opened = self._opened.get(cid)
-        if opened is not None and not self.goes_first(n, cid):
-            await opened.wait()
+        the candidate's first pair has had its first reply (or has ended), or a slot would stand idle without it.
+        Every pair that returned from here must call :meth:`done` when it is over."""
+        if not self._waits(n, cid):
+            if cid not in self._opened or self.goes_first(n, cid):
+                self._starters_left -= 1
+            self._active += 1
+            return
+        go = asyncio.get_running_loop().create_future()
+        self._waiting[n] = (cid, go)
+        self._fill()
+        try:
+            await go
+        except asyncio.CancelledError:
+            if self._waiting.pop(n, None) is None:
+                self.done()  # it had been let go already: its place goes to the next
+            raise
 
     def open(self, cid: str) -> None:
         """Let ``cid``'s waiting pairs go (its first pair's first reply is back, or that pair is over)."""
         opened = self._opened.get(cid)
-        if opened is not None:
-            opened.set()
+        if opened is None or opened.is_set():
+            return
+        opened.set()
+        for n in [n for n, (c, _) in self._waiting.items() if c == cid]:
+            self._let_go(n)
+
+    def done(self) -> None:
+        """A pair that started is over: its place may go to a waiting pair."""
+        self._active -= 1
+        self._fill()
+
+    def _fill(self) -> None:
+        while self._waiting and self._room():
+            self._let_go(min(self._waiting))  # in plan order
+
+    def _let_go(self, n: int) -> None:
+        _, go = self._waiting.pop(n)
+        self._active += 1
+        if not go.done():
+            go.set_result(None)
 
     def engine_for(self, n: int, cid: str, engine: Engine) -> Engine:
         """``engine`` itself, or for a first pair the same engine telling this order when its first reply is back."""
@@ -102,6 +148,9 @@ class ReplySignalEngine(Engine):
 
     def identity(self) -> EngineIdentity:
         return self._engine.identity()
+
+    def in_flight_capacity(self) -> int | None:
+        return self._engine.in_flight_capacity()
 
     def session(self, ctx: InspectionContext) -> EngineSession:
         return _SignallingSession(self._engine.session(ctx), self._on_reply)

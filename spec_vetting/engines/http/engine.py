@@ -189,6 +189,9 @@ class OpenAIEngine(Engine):
     def share_slots(self, gate: SlotGate | None) -> None:
         self.router.gate = gate
 
+    def in_flight_capacity(self) -> int:
+        return sum(s.capacity for s in self.router.states.values())
+
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"
 
