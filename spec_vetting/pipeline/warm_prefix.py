@@ -142,15 +142,15 @@ class ReplySignalEngine(Engine):
         self._engine = engine
         self._on_reply = on_reply
         # the loop reads these off the engine it is given (the recorded identity and p_yes source)
-        self.name = engine.name
-        self.p_yes_source = engine.p_yes_source
-        self.drives_model = engine.drives_model
+        self.name = getattr(engine, "name", type(engine).__name__)
+        self.p_yes_source = getattr(engine, "p_yes_source", "engine")
+        self.drives_model = getattr(engine, "drives_model", True)
 
     def identity(self) -> EngineIdentity:
         return self._engine.identity()
 
     def in_flight_capacity(self) -> int | None:
-        return self._engine.in_flight_capacity()
+        return getattr(self._engine, "in_flight_capacity", lambda: None)()
 
     def session(self, ctx: InspectionContext) -> EngineSession:
         return _SignallingSession(self._engine.session(ctx), self._on_reply)
