@@ -162,22 +162,26 @@ def test_without_the_order_no_pair_waits():
 
 def test_the_order_lets_waiting_pairs_go_in_plan_order_when_slots_would_idle():
     """The order's own bookkeeping: first pairs go at once; a later pair waits while first pairs still to start
-    and pairs running fill the slots, and goes when they no longer do."""
+    and pairs running fill the slots, and goes when they no longer do; only the first pair's reply opens the rest."""
     from spec_vetting.pipeline.warm_prefix import WarmPrefixOrder
 
     async def main():
-        order = WarmPrefixOrder(items_for({"A": 3, "B": 1}), enabled=True, keep_busy=2)
+        order = WarmPrefixOrder([WorkItem(Cand("A"), t) for t in TASKS[:4]] + [WorkItem(Cand("B"), "cv")],
+                                enabled=True, keep_busy=2)
         await order.wait_turn(0, "A")  # A's first pair
-        later = [asyncio.ensure_future(order.wait_turn(n, "A")) for n in (1, 2)]
+        later = [asyncio.ensure_future(order.wait_turn(n, "A")) for n in (1, 2, 3)]
         await asyncio.sleep(0)
         assert not any(t.done() for t in later)  # B's pair is still to start: it fills the second slot
-        await order.wait_turn(3, "B")
-        order.done()  # B is over: one slot would idle
+        await order.wait_turn(4, "B")
+        order.over(4, "B", started=True)  # B is over: a slot would idle
         await asyncio.sleep(0)
-        assert [t.done() for t in later] == [True, False]  # the earlier one in plan order
+        assert [t.done() for t in later] == [True, False, False]  # the earliest in plan order takes it
+        order.over(1, "A", started=True)  # that early pair ends: its slot goes on, but A is not opened by it
+        await asyncio.sleep(0)
+        assert [t.done() for t in later] == [True, True, False]
         order.open("A")  # A's first reply
         await asyncio.sleep(0)
-        assert later[1].done()
+        assert later[2].done()
 
     asyncio.run(main())
 

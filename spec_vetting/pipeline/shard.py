@@ -268,9 +268,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                 identity=identity, renderer_version=rversion,
             )
         finally:
-            order.open(cid)  # a no-op unless this was the candidate's first pair: however it ended, the rest go
-            if in_turn:
-                order.done()
+            order.over(n, cid, started=in_turn)  # a first pair lets the rest go, however it ended
             remaining[cid] -= 1
             if remaining[cid] <= 0:
                 reads.pop(cid, None)

@@ -67,7 +67,7 @@ class WarmPrefixOrder:
     async def wait_turn(self, n: int, cid: str) -> None:
         """Return when pair ``n`` may start: at once for a first pair or a candidate alone in the shard, else once
         the candidate's first pair has had its first reply (or has ended), or a slot would stand idle without it.
-        Every pair that returned from here must call :meth:`done` when it is over."""
+        Every pair must call :meth:`over` when it is over."""
         if not self._waits(n, cid):
             if cid not in self._opened or self.goes_first(n, cid):
                 self._starters_left -= 1
@@ -91,6 +91,14 @@ class WarmPrefixOrder:
         opened.set()
         for n in [n for n, (c, _) in self._waiting.items() if c == cid]:
             self._let_go(n)
+
+    def over(self, n: int, cid: str, *, started: bool) -> None:
+        """Pair ``n`` is over, however it ended (``started``: it had returned from :meth:`wait_turn`). A first pair
+        lets its candidate's other pairs go; a started pair's place may go to a waiting pair."""
+        if self.goes_first(n, cid):
+            self.open(cid)
+        if started:
+            self.done()
 
     def done(self) -> None:
         """A pair that started is over: its place may go to a waiting pair."""
