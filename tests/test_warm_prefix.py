@@ -54,7 +54,7 @@ class _Session(EngineSession):
     async def complete(self, messages, *, turn, sampling):
         eng = self.engine
         eng.log.append(("ask", *self.who, turn, eng.in_flight))
-        await asyncio.sleep(eng.delays.get(self.who[0], eng.delay_s))
+        await asyncio.sleep(eng.delays.get(self.who, eng.delays.get(self.who[0], eng.delay_s)))
         if self.who == eng.hold and turn == 0:  # the reply waits until every slot is taken (10 s at most)
             for _ in range(1000):
                 if eng.in_flight == eng.cap:
@@ -69,17 +69,18 @@ class _Session(EngineSession):
 
 class SlotStub(Engine):
     """An engine with ``cap`` in-flight slots (one per inspection, held for all its turns), zoom then YES, each turn
-    answered after ``delay_s`` (``delays`` per candidate)."""
+    answered after ``delay_s`` (``delays`` per candidate or per (candidate, task))."""
 
     name = "stub"
 
     def __init__(self, cap: int, *, delay_s: float = 0.02, warm_prefix_first: bool = True,
-                 fail_first_turn: tuple = (), hold: tuple | None = None, delays: dict | None = None):
+                 fail_first_turn: tuple = (), hold: tuple | None = None, delays: dict | None = None,
+                 slots: int | None = None):
         self.cap, self.delay_s, self.delays = cap, delay_s, dict(delays or {})
         self.warm_prefix_first = warm_prefix_first
         self.fail_first_turn = set(fail_first_turn)
         self.hold = hold
-        self.slots = asyncio.Semaphore(cap)
+        self.slots = asyncio.Semaphore(slots or cap)  # more than it says it has: to see when a pair is let go
         self.in_flight = 0
         self.log: list[tuple] = []  # (event, candidate, task, turn, sessions open at that moment)
 
@@ -133,6 +134,20 @@ def test_a_later_task_goes_at_once_rather_than_leave_a_slot_idle():
     assert all(engine.at("start", "A", t) < first_reply for t in TASKS), engine.log
 
 
+def test_the_first_reply_of_a_task_that_went_early_opens_the_rest():
+    # 3 slots, first pairs A and B: one slot for A's second task at once; its first reply (long before that of A's
+    # slow first task) tells that the picture is cached, so A's third goes then
+    engine = SlotStub(cap=3, delays={("A", "cv"): 0.8, ("A", "carbon"): 0.2, "B": 2.0}, slots=10)
+    results = run(items_for({"A": 3, "B": 1}), engine)
+    assert [r[1].verdict for r in results] == ["YES"] * 4
+    assert engine.at("start", "A", "carbon") < engine.at("reply", "A", "cv", 0)  # went early: a slot was free
+    # A's third starts on that reply: before the early task ends (which would free its place) and before A's first
+    # task replies
+    started = engine.at("start", "A", "wd")
+    assert engine.at("reply", "A", "carbon", 0) < started < engine.at("end", "A", "carbon"), engine.log
+    assert started < engine.at("reply", "A", "cv", 0)
+
+
 def test_a_candidate_alone_or_with_a_failing_first_task_holds_nobody_back():
     # A's first turn fails only once B has a slot too (so that the order of the log does not depend on timing);
     # B is slow, so its slot stays taken and A's later tasks have no idle slot to take before A has failed
@@ -176,7 +191,7 @@ def test_the_order_lets_waiting_pairs_go_in_plan_order_when_slots_would_idle():
         order.over(4, "B", started=True)  # B is over: a slot would idle
         await asyncio.sleep(0)
         assert [t.done() for t in later] == [True, False, False]  # the earliest in plan order takes it
-        order.over(1, "A", started=True)  # that early pair ends: its slot goes on, but A is not opened by it
+        order.over(1, "A", started=True)  # that early pair ends (failed): its slot goes on, A is not opened by it
         await asyncio.sleep(0)
         assert [t.done() for t in later] == [True, True, False]
         order.open("A")  # A's first reply

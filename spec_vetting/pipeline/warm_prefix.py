@@ -4,8 +4,8 @@ Every task of one candidate opens with the same system text and the same full-vi
 after the picture differs. A server whose cache takes a prefix in only once a request has computed it (SGLang's
 radix cache, after the prefill batch) prefills that common part, and runs the vision encoder on the picture, once
 per task when the tasks arrive together. So in a shard one pair of each candidate goes first (its first pair in
-plan order) and the candidate's other pairs wait until that pair's first reply has come back, by which time the
-server has the prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's
+plan order) and the candidate's other pairs wait until that pair's first reply has come back (or the first reply
+of one of them that went early), by which time the server has the prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's
 in-flight slots meanwhile. Where the shard has too few other pairs to fill the engine's slots (fewer candidates
 than slots, the end of a shard), a waiting pair goes anyway, cache or not: a slot never stands idle for the order.
 (vLLM commits blocks to its cache when it schedules them and shares them either way: benchmarks/RESULTS.md,
@@ -116,8 +116,10 @@ class WarmPrefixOrder:
             go.set_result(None)
 
     def engine_for(self, n: int, cid: str, engine: Engine) -> Engine:
-        """``engine`` itself, or for a first pair the same engine telling this order when its first reply is back."""
-        if not self.goes_first(n, cid):
+        """``engine`` itself, or, while ``cid``'s other pairs wait, the same engine telling this order when a reply
+        is back: the first pair's, or that of a later pair that went early (its prompt began alike)."""
+        opened = self._opened.get(cid)
+        if opened is None or opened.is_set():
             return engine
         return ReplySignalEngine(engine, lambda: self.open(cid))
 
