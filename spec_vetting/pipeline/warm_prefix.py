@@ -1,15 +1,15 @@
 """A candidate's tasks in an order that lets the server's prefix cache serve them: one first, the others after.
 
-Every task of one candidate opens with the same system text and the same full-view picture; only the task text
-after the picture differs. A server whose cache takes a prefix in only once a request has computed it (SGLang's
-radix cache, after the prefill batch) prefills that common part, and runs the vision encoder on the picture, once
-per task when the tasks arrive together. So in a shard one pair of each candidate goes first (its first pair in
-plan order) and the candidate's other pairs wait until that pair's first reply has come back (or the first reply
-of one of them that went early), by which time the server has the prefix cached. Waiting pairs hold no slot: the shard's other candidates take the endpoint's
-in-flight slots meanwhile. Where the shard has too few other pairs to fill the engine's slots (fewer candidates
-than slots, the end of a shard), a waiting pair goes anyway, cache or not: a slot never stands idle for the order.
-(vLLM commits blocks to its cache when it schedules them and shares them either way: benchmarks/RESULTS.md,
-issue 39.)
+Every task of one candidate opens with the same system text and the same full-view picture; only the task text after
+the picture differs. A server whose cache takes a prefix in only once a request has computed it (SGLang's radix
+cache, after the prefill batch) prefills that common part, and runs the vision encoder on the picture, once per task
+when the tasks arrive together. So in a shard one pair of each candidate goes first (its first pair in plan order)
+and the candidate's other pairs wait until that pair's first reply has come back (or the first reply of one of them
+that went early), by which time the server has the prefix cached. Waiting pairs hold no slot: the shard's other
+candidates take the endpoint's in-flight slots meanwhile. Where the shard has too few other pairs to fill the
+engine's slots (fewer candidates than slots, the end of a shard), a waiting pair goes anyway, cache or not: a slot
+never stands idle for the order. (vLLM commits blocks to its cache when it schedules them and shares them either
+way: benchmarks/RESULTS.md, issue 39.)
 
 Only the order changes: every request is the one it would be otherwise (same text, same pictures, same sampling).
 The first pair opens the others however it ends (a reply, an error, an unreadable file), so a failing first task
