@@ -10,6 +10,7 @@
    worker processes. Target: >= 90 % of the limit.
 
     .venv/bin/python benchmarks/bench_pipeline.py [--n 300] [--throughput-n 160] [--delay 0.25] [--json]
+        [--tasks 5 --warm-prefix both]   # 5 tasks per candidate, with and without the warm-prefix order
 """
 
 from __future__ import annotations
@@ -51,13 +52,16 @@ def install_fast_render(tmp: Path) -> None:
     exec(FAST_RENDER, {})
 
 
-def _candidates(n: int):
+TASKS = ("cv", "carbon", "ss", "gm", "wd")
+
+
+def _candidates(n: int, own_task: str | None = "cv"):
     from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.io.candidates import Candidate, InlineSpectrum
 
     base = make_spectrum("cv", seed=1)
     return [
-        Candidate(candidate_id=f"b-{i}", task="cv", ra=10.0 + i * 1e-3, dec=5.0,
+        Candidate(candidate_id=f"b-{i}", task=own_task, ra=10.0 + i * 1e-3, dec=5.0,
                   inline=InlineSpectrum(wavelength=base.wavelength, flux=base.flux, redshift=0.0))
         for i in range(n)
     ]
@@ -96,22 +100,25 @@ def bench_overhead(n: int, tmp: Path) -> dict:
 
 
 def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, workers: int, tmp: Path,
-                     shard_size: int | None = None) -> dict:
+                     shard_size: int | None = None, tasks: int = 1, warm_prefix: bool = True) -> dict:
     from fake_server import FakeOpenAIServer
 
     from spec_vetting.catalog.read import read_manifest, read_verdicts
     from spec_vetting.pipeline import job_from_dict, runner
 
-    cands = _candidates(n)
+    # n pairs: n candidates with a task of their own, or n / tasks candidates asked every one of `tasks` tasks
+    cands = _candidates(n) if tasks == 1 else _candidates(n // tasks, own_task=None)
+    n = len(cands) * tasks
     runner.load_all_candidates = lambda sources: cands
     servers = [FakeOpenAIServer(delay_s=delay) for _ in range(endpoints)]
     for s in servers:
         s.__enter__()
     try:
-        root = tmp / f"tp-{workers}-{shard_size}"
+        root = tmp / f"tp-{workers}-{shard_size}-{tasks}-{warm_prefix}"
         job = job_from_dict({
-            "candidates": ["inline"], "out": str(root),
-            "engine": {"endpoints": [s.base_url for s in servers], "timeout_s": 30},
+            "candidates": ["inline"], "out": str(root), "tasks": list(TASKS[:tasks]) if tasks > 1 else [],
+            "engine": {"endpoints": [s.base_url for s in servers], "timeout_s": 30,
+                       "options": {"warm_prefix_first": warm_prefix}},
             "max_inflight_per_endpoint": inflight, "shard_size": shard_size,
             "cluster": {"processes": True, "workers": workers, "dashboard": False},
         })
@@ -141,7 +148,8 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
     max_share = max(Counter(first_turns).values()) / len(first_turns)
     routed_limit = inflight / (2 * delay * max_share)
     return {
-        "workers": workers, "n": n, "endpoints": endpoints, "inflight_per_endpoint": inflight, "delay_s": delay,
+        "workers": workers, "n": n, "tasks": tasks, "warm_prefix_first": warm_prefix,
+        "endpoints": endpoints, "inflight_per_endpoint": inflight, "delay_s": delay,
         "shards": read_manifest(root, out.run_id)["counts"]["shards"],
         "limit_per_s": round(limit, 2), "achieved_per_s": round(achieved, 2),
         "fraction_of_limit": round(achieved / limit, 3),
@@ -164,6 +172,10 @@ def main() -> None:
     ap.add_argument("--inflight", type=int, default=4)
     ap.add_argument("--shard-size", type=int, default=None, help="fixed shard size (default: the run's automatic one)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts to measure")
+    ap.add_argument("--tasks", type=int, default=1, choices=range(1, 6),
+                    help="tasks per candidate in the throughput runs (the pairs stay --throughput-n)")
+    ap.add_argument("--warm-prefix", choices=("on", "off", "both"), default="on",
+                    help="the HTTP engine's warm_prefix_first (a candidate's other tasks after its first reply)")
     ap.add_argument("--skip-overhead", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", action="store_true")
@@ -175,9 +187,11 @@ def main() -> None:
         if not args.skip_overhead:
             results["overhead"] = bench_overhead(args.n, tmp)
         if not args.skip_throughput:
+            warm = {"on": [True], "off": [False], "both": [False, True]}[args.warm_prefix]
             results["throughput"] = [
-                bench_throughput(args.throughput_n, args.delay, args.endpoints, args.inflight, w, tmp, args.shard_size)
-                for w in args.workers
+                bench_throughput(args.throughput_n, args.delay, args.endpoints, args.inflight, w, tmp, args.shard_size,
+                                 tasks=args.tasks, warm_prefix=on)
+                for w in args.workers for on in warm
             ]
     if args.json:
         print(json.dumps(results, indent=2))
@@ -187,7 +201,8 @@ def main() -> None:
         print(f"overhead: {o['shard_cpu_ms_per_inspection']} CPU ms/inspection in a shard "
               f"({o['run_job_cpu_ms_per_inspection']} with Dask and run bookkeeping), n={o['n']}, target <= 5")
     for t in results.get("throughput", []):
-        print(f"throughput, {t['workers']} worker(s): {t['achieved_per_s']}/s of a {t['limit_per_s']}/s limit "
+        print(f"throughput, {t['workers']} worker(s), {t['tasks']} task(s) per candidate, warm_prefix_first "
+              f"{t['warm_prefix_first']}: {t['achieved_per_s']}/s of a {t['limit_per_s']}/s limit "
               f"({t['fraction_of_limit']:.0%}; {t['endpoints']} endpoints x {t['inflight_per_endpoint']} in flight, "
               f"{t['delay_s']} s per turn, n={t['n']} in {t['shards']} shards; "
               f"wall {t['wall_s_including_cluster_start']} s with start-up); "

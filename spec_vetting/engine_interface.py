@@ -65,6 +65,10 @@ class Engine(abc.ABC):
     #: the engine runs a trained model, so the prompts it is given must be the training prompts;
     #: False for engines that read no prompt text the way a model does (rules, scripted)
     drives_model: ClassVar[bool] = True
+    #: the engine's servers keep a prefix cache: a shard sends one of a candidate's inspections first and its others
+    #: once that one's first reply is back, so they find the shared system text and picture cached
+    #: (pipeline/warm_prefix.py); False: every inspection starts at once
+    warm_prefix_first: bool = False
 
     @classmethod
     def options_from_settings(cls, settings: EngineSettings) -> dict[str, Any]:
@@ -82,6 +86,10 @@ class Engine(abc.ABC):
     @classmethod
     def in_flight_slots(cls, options: dict[str, Any]) -> int | None:
         """Requests an engine built with ``options`` can have in flight over all its servers; None: no such cap."""
+        return None
+
+    def in_flight_capacity(self) -> int | None:
+        """Inspections this engine can have in flight at once over all its servers; None: no such cap."""
         return None
 
     def share_slots(self, gate: SlotGate | None) -> None:  # noqa: B027 - optional hook, a no-op by default

@@ -56,6 +56,21 @@ def test_launch_gateway_uses_manual_routing():
     assert "http://127.0.0.1:30000" in router[0] and "http://127.0.0.1:30001" in router[0]
 
 
+def test_the_gateway_keeps_all_of_a_candidates_tasks_on_one_replica():
+    """SGLang's router pins requests by key under `manual` (its own key-to-worker map, no per-key in-flight cap)
+    and `consistent_hashing`; both read the X-SMG-Routing-Key header, which the HTTP engine sets to the candidate id
+    on every request of every task. `--routing-key-override` (alias `--sticky-sessions`) would cap a key at 2
+    requests in flight and place the next one again: a candidate's later tasks, sent together once its first reply
+    is back (pipeline/warm_prefix.py), could then land on a replica without its picture cached."""
+    from spec_vetting.engines.http.wire import ROUTING_KEY_HEADER
+
+    lines = dry("sglang/launch.sh", "--gpus", "4", "--model", "m", "--gateway", "29000", "--dry-run")
+    (router,) = [shlex.split(ln) for ln in lines if "sglang_router" in ln]
+    assert router[router.index("--policy") + 1] in ("manual", "consistent_hashing")
+    assert not {"--routing-key-override", "--sticky-sessions", "--routing-key-headers"} & set(router)
+    assert ROUTING_KEY_HEADER.lower() == "x-smg-routing-key"
+
+
 def test_vllm_launch_dry_run_has_the_flags_the_tests_run_vllm_with():
     lines = dry("vllm/launch.sh", "--gpus", "2", "--model", "/nonexistent/model", "--dry-run")
     launches = [ln for ln in lines if "vllm.entrypoints.openai.api_server" in ln]

@@ -99,6 +99,30 @@ def test_full_preferred_endpoint_spills_to_the_least_loaded_one():
     asyncio.run(main())
 
 
+def test_a_candidate_that_spilled_keeps_the_replica_its_first_inspection_ran_on():
+    """Its picture is cached where its first inspection ran: its other tasks go there, not to its hash pick."""
+    a, b = "http://a/v1", "http://b/v1"
+    router = Router([a, b], max_inflight_per_endpoint=1, health_interval_s=0)
+    key = "cand-3"
+    preferred = pick_endpoint(key, [a, b])
+    other = b if preferred == a else a
+
+    async def main():
+        router.states[preferred].in_flight = 1  # its own replica is full
+        first = await router.acquire(key)
+        assert first == other  # spilled
+        router.release(first)
+        router.states[preferred].in_flight = 0  # both free now
+        assert await router.acquire(key) == other  # the replica holding its prefix, not the hash pick
+        assert await router.acquire("cand-unrelated-9") in (a, b)
+        router.release(other)
+        router.mark_unhealthy(other, "test")
+        router.states[preferred].in_flight = 0
+        assert await router.acquire(key) == preferred  # its home died: back to the hash pick
+
+    asyncio.run(main())
+
+
 def test_waiters_skip_an_endpoint_that_died():
     a, b = "http://a/v1", "http://b/v1"
     router = Router([a, b], max_inflight_per_endpoint=1, health_interval_s=0)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Start N single-GPU SGLang replicas of Spec-o3 on one node; see ../replicas.sh for what every launcher does.
 # With --gateway PORT an sglang router in `manual` policy sits in front and routes on the X-SMG-Routing-Key header,
-# which spec-vet sets to the candidate id.
+# which spec-vet sets to the candidate id: every turn of every task of a candidate goes to one replica, whose prefix
+# cache holds the candidate's picture (`manual` has no per-key in-flight cap, unlike --routing-key-override; see
+# notes/pipeline.md, "Prefix cache").
 #
 # --mm-process-config (the image size limit) exists from SGLang 0.5.6 on: an older SGLang gets no such flag and
 # keeps the checkpoint's own limit, which the renders (about 0.4 Mpx) are far below. --dry-run prints the commands

@@ -2,7 +2,9 @@
 
 Waiting on model servers is what takes time, so a shard runs its inspections concurrently on one asyncio loop
 (bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS decoding happens in a thread so
-it never stalls the loop. The engine and its loop live for the whole worker process (:class:`EngineHost`).
+it never stalls the loop. On servers with a prefix cache, one pair of each candidate goes first and its others
+follow its first reply (:mod:`.warm_prefix`). The engine and its loop live for the whole worker process
+(:class:`EngineHost`).
 Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure that concerns the whole
 shard (the engine cannot start, the disk is full) fails the shard, which the run reports and a rerun retries.
 """
@@ -31,6 +33,7 @@ from .config import DEFAULT_READ_TIMEOUT_S
 from .plan import WorkItem
 from .slots import DaskSlotGate, GateSpec
 from .store import RunStore, write_json_atomic, write_parquet_atomic
+from .warm_prefix import WarmPrefixOrder
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +210,10 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     zooms: dict[str, Any] = {}
     remaining = Counter(str(i.candidate.candidate_id) for i in spec.items)
     results: list = [None] * len(spec.items)
+    # a server with a prefix cache gets one of a candidate's pairs first and the rest once its first reply is
+    # back; the waiting pairs hold no slot, so the other candidates keep the endpoint's slots full meanwhile
+    order = WarmPrefixOrder(spec.items, enabled=bool(getattr(engine, "warm_prefix_first", False)),
+                            keep_busy=getattr(engine, "in_flight_capacity", lambda: None)())
 
     async def load(cand):
         cid = str(cand.candidate_id)
@@ -222,7 +229,10 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
         cid = str(cand.candidate_id)
         spectrum = None
         z = None
+        in_turn = False
         try:
+            await order.wait_turn(n, cid)
+            in_turn = True
             async with sem:
                 task = task_for(item, spec.tasks_file, tasks_cache)
                 if spec.evidence_prompt:
@@ -250,7 +260,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                         initial_image_png=image, initial_image_source="specvi" if image else None,
                         extra={"shard_id": spec.shard_id}, evidence=dict(getattr(cand, "evidence", None) or {}),
                     )
-                    result = await _inspect(spec, engine, task, ctx, zooms[cid])
+                    result = await _inspect(spec, order.engine_for(n, cid, engine), task, ctx, zooms[cid])
         except Exception as exc:  # a bug or an unexpected failure: still exactly one row for the pair
             log.exception("candidate %s task %s failed inside the pipeline", cid, item.task)
             result = error_result(
@@ -258,6 +268,7 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                 identity=identity, renderer_version=rversion,
             )
         finally:
+            order.over(n, cid, started=in_turn)  # a first pair lets the rest go, however it ended
             remaining[cid] -= 1
             if remaining[cid] <= 0:
                 reads.pop(cid, None)

@@ -156,7 +156,8 @@ class OpenAIEngine(Engine):
                  backoff_max_s: float = MAX_BACKOFF_S, health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S,
                  timeout_retries: int = DEFAULT_TIMEOUT_RETRIES, hung_cooldown_s: float = DEFAULT_HUNG_COOLDOWN_S,
                  seed: int | None = None, request_deadline_s: float | None = None,
-                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, omit_sampling: dict[str, list[str]] | None = None):
+                 max_reply_bytes: int = DEFAULT_MAX_REPLY_BYTES, omit_sampling: dict[str, list[str]] | None = None,
+                 warm_prefix_first: bool = True):
         if isinstance(endpoints, str):
             endpoints = [endpoints]
         if not endpoints:
@@ -180,9 +181,16 @@ class OpenAIEngine(Engine):
         self._no_tokenize: set[str] = set()
         #: sampling fields left out per endpoint: only those a server refused, in a run told --allow-inexact-template
         self.omit_sampling = {normalize_endpoint(e): list(v) for e, v in (omit_sampling or {}).items()}
+        #: SGLang caches a prompt's prefix only once its prefill has run: a candidate's other tasks are sent once
+        #: its first task's first reply is back, so they find its picture cached (vLLM shares it either way);
+        #: ``--engine-option warm_prefix_first=false`` sends them all at once
+        self.warm_prefix_first = bool(warm_prefix_first)
 
     def share_slots(self, gate: SlotGate | None) -> None:
         self.router.gate = gate
+
+    def in_flight_capacity(self) -> int:
+        return sum(s.capacity for s in self.router.states.values())
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIEngine(endpoints={self.endpoints!r}, model={self.model!r})"

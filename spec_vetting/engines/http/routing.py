@@ -1,7 +1,9 @@
 """Which endpoint serves an inspection: sticky by candidate id, capped in flight, healthy only.
 
 - Sticky: rendezvous hashing of the candidate id over the healthy endpoints, so every turn (and a rerun) of one
-  candidate lands on the same replica and its prefix cache, and only the candidates of a dead endpoint move.
+  candidate lands on the same replica and its prefix cache, and only the candidates of a dead endpoint move. A
+  candidate whose first inspection spilled to another replica (its own was full) keeps that one as its home while
+  it stays healthy: that is where its picture is cached, so its other tasks go there first.
 - Capped: a semaphore per endpoint counts in-flight INSPECTIONS; a session holds its slot for all its turns. With
   a shared :class:`~spec_vetting.engine_interface.SlotGate` (a run on a Dask cluster) the slot is also taken there,
   so the cap holds over every engine of the run, however many workers there are.
@@ -15,6 +17,7 @@ import asyncio
 import hashlib
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import httpx
@@ -34,6 +37,8 @@ MAX_HUNG_COOLDOWN_S = 3600.0
 #: when every endpoint is full over the whole run, the engine's first waiting inspection waits this long for a slot
 #: of its own endpoint at the shared gate before it looks at the others again (the gate wakes it on a release)
 GATE_WAIT_S = 0.5
+#: candidates whose home replica is remembered (the most recently used): a shard's candidates, many times over
+HOMES_KEPT = 4096
 
 
 def server_root(base_url: str) -> str:
@@ -115,6 +120,7 @@ class Router:
         self._slot_freed: asyncio.Event | None = None  # created on first use, inside the running loop
         self.gate: SlotGate | None = None
         self._gate_turn: asyncio.Lock | None = None  # one inspection of this engine at a time asks the gate
+        self._homes: OrderedDict[str, str] = OrderedDict()  # key -> endpoint its first inspection ran on
 
     @property
     def healthy(self) -> list[str]:
@@ -186,16 +192,31 @@ class Router:
                               kind="no_healthy_endpoint")
         return pick_endpoint(key, healthy)
 
+    def home(self, key: str) -> str:
+        """The endpoint whose prefix cache should hold ``key``'s prompts: where its first inspection ran, while that
+        endpoint is healthy; otherwise its rendezvous pick (:meth:`choose`)."""
+        preferred = self.choose(key)  # raises when no endpoint is healthy
+        url = self._homes.get(key)
+        return url if url is not None and self.states[url].healthy else preferred
+
+    def _remember(self, key: str, url: str) -> None:
+        known = self._homes.get(key)
+        if known is None or not self.states[known].healthy:
+            self._homes[key] = url
+        self._homes.move_to_end(key)
+        while len(self._homes) > HOMES_KEPT:
+            self._homes.popitem(last=False)
+
     def pick(self, key: str) -> str | None:
         """The endpoint a new inspection with ``key`` should start on, or None when every healthy one is full.
 
-        The candidate's own endpoint (rendezvous hash) when it has a free slot: its other tasks share the picture
-        and the system prompt, so the replica's prefix cache already holds them. Otherwise the healthy endpoint
+        The candidate's home (:meth:`home`) when it has a free slot: its other tasks share the picture and the
+        system prompt, so the replica's prefix cache already holds them. Otherwise the healthy endpoint
         with the most free slots (hash order breaks ties), so a hash split that happens to be uneven never leaves
         a replica idle while inspections queue for another. Every turn of an inspection then stays where it
         started: the session holds the endpoint.
         """
-        preferred = self.choose(key)  # raises when no endpoint is healthy
+        preferred = self.home(key)  # raises when no endpoint is healthy
         if self.states[preferred].in_flight < self.states[preferred].capacity:
             return preferred
         free = [s for s in self.states.values() if s.healthy and s.in_flight < s.capacity]
@@ -215,14 +236,13 @@ class Router:
             self._slot_freed.clear()
             url = self.pick(key)
             if url is not None:
-                self.states[url].in_flight += 1
-                return url
+                return self._take(url, key)
             await self._slot_freed.wait()
 
     def _preference(self, key: str) -> list[str]:
         """The healthy endpoints with a free slot here, in :meth:`pick`'s order: the candidate's own first, then
         the most free slots (hash order breaks ties)."""
-        preferred = self.choose(key)  # raises when no endpoint is healthy
+        preferred = self.home(key)  # raises when no endpoint is healthy
         free = [s for s in self.states.values() if s.healthy and s.in_flight < s.capacity and s.url != preferred]
         rest = [s.url for s in sorted(free, key=lambda s: (s.capacity - s.in_flight, rendezvous_score(key, s.url)),
                                       reverse=True)]
@@ -245,12 +265,13 @@ class Router:
                     continue
                 for url in order:
                     if await self.gate.acquire(url, 0):
-                        return self._take(url)
+                        return self._take(url, key)
                 if await self.gate.acquire(order[0], GATE_WAIT_S):
-                    return self._take(order[0])
+                    return self._take(order[0], key)
 
-    def _take(self, url: str) -> str:
+    def _take(self, url: str, key: str) -> str:
         self.states[url].in_flight += 1
+        self._remember(key, url)
         return url
 
     async def release_slot(self, url: str) -> None:
