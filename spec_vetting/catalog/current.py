@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import crash_points
 from .read import dataset, list_runs, parquet_dataset, read_manifest, run_table_files, scan_batches
 from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
 
@@ -83,8 +84,20 @@ def _priority(table: pa.Table, ranks: dict[str, int], bonus: int) -> pa.Array:
 
 def write_row_groups_atomic(path: Path, schema: pa.Schema, batches) -> int:
     """``batches`` into ``path`` (atomically), in row groups of ROW_GROUP_ROWS whatever the batches' sizes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+    tmp = hidden_name(path)
+    n = write_row_groups(tmp, schema, batches)
+    os.replace(tmp, path)
+    return n
+
+
+def hidden_name(path: Path) -> Path:
+    """A new name beside ``path`` that readers skip (``_`` first): where a file is written before its rename."""
+    return path.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+
+
+def write_row_groups(tmp: Path, schema: pa.Schema, batches) -> int:
+    """``batches`` into the new file ``tmp``, in row groups of ROW_GROUP_ROWS whatever the batches' sizes."""
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     buffer: list[pa.RecordBatch] = []
     buffered = 0
@@ -103,7 +116,6 @@ def write_row_groups_atomic(path: Path, schema: pa.Schema, batches) -> int:
         if buffered:
             writer.write_table(pa.Table.from_batches(buffer).cast(schema), row_group_size=ROW_GROUP_ROWS)
             n += buffered
-    os.replace(tmp, path)
     return n
 
 
@@ -165,6 +177,7 @@ def update_current(root, run_id: str, run_date: str | None = None) -> dict[str, 
 
         batches = _merged_batches(verdicts, old, flt, keep)
         out[task] = write_row_groups_atomic(path, with_reader_metadata(schema, lengths), batches)
+        crash_points.reached("fold:task-written")
     if tasks:
         _write_run_order(root, known)
     return out

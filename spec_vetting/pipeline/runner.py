@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalog import crash_points
 from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
@@ -33,7 +34,7 @@ from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
-from .rollup import merge_small_run
+from .rollup import merge_small_run, recover_root
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .slots import gate_spec
 from .store import RunStore, write_json_atomic, write_latest_pointer
@@ -416,6 +417,7 @@ def run_job(
     lock = RootLock(root)
     lock.acquire()
     try:
+        _recover(root, echo)
         # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
         identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
         check_fidelity(job, identity, echo)
@@ -507,6 +509,7 @@ def run_job(
         # only finished shards' rows reach the catalog: compacted into few files, then folded into current/
         t_compact = time.perf_counter()
         summary["compaction"], reason = attempt.update_catalog(set(markers) & shard_ids)
+        crash_points.reached("fold:done")
         if reason:
             return RunOutcome(run_id, run_date, str(root), "catalog_update_failed", bool(previous), summary, [reason])
         summary["compaction"]["wall_s"] = round(time.perf_counter() - t_compact, 3)
@@ -535,7 +538,9 @@ def run_job(
             return RunOutcome(run_id, run_date, str(root), "error_rate_exceeded", bool(previous), summary, [msg])
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
+        crash_points.reached("finished")
         store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
+        crash_points.reached("parts-removed")
         _merge_small_files(root, run_id, run_date, runlog, job.merge_small_nights)
         runlog.write(
             "INFO",
@@ -545,6 +550,18 @@ def run_job(
         return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
     finally:
         lock.release()
+
+
+def _recover(root: Path, echo) -> None:
+    """What a crash left of an earlier run's end (a month merge, a write) finished before this run writes
+    (:func:`.rollup.recover_root`); a failure here is said and the run goes on (the files stay as they were)."""
+    try:
+        for line in recover_root(root):
+            echo(f"recovered: {line}")
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("recovering what a crash left under %s failed: %s", root, exc, exc_info=True)
+        echo(f"warning: recovering what a crash left under {root} failed ({_one_line(exc)}); "
+             f"`spec-vet catalog compact {root}` tries again")
 
 
 def _merge_small_files(root: Path, run_id: str, run_date: str, runlog, wanted: bool) -> None:
