@@ -61,3 +61,44 @@ def test_repair_finishes_an_interrupted_merge_and_says_so(root, monkeypatch):
     assert res.exit_code == 0, res.output
     assert "repaired:" in res.output and second.run_id in res.output, res.output
     assert not (root / "verdicts" / "2026-01-02").exists()
+
+
+def test_an_unreadable_manifest_is_named_and_rebuilt_from_the_runs_rows(root, monkeypatch):
+    """A garbage manifest.json (issue 34, item 5): `summary` and `runs` name it, `check` exits 1 naming it, and
+    `check --repair` rebuilds it from the run's rows (counts per task as the rows say: two NO per task here), saying
+    what it could not rebuild; then `check` passes and the run is listed again."""
+    import json
+
+    second = _night(root, monkeypatch, 1, [2, 3])
+    path = root / "_runs" / second.run_id / "manifest.json"
+    path.write_bytes(b"\x00garbage{")
+    res = CliRunner().invoke(main, ["catalog", "summary", str(root)])
+    assert res.exit_code == 0 and str(path) in res.output and "unreadable manifest" in res.output, res.output
+    res = CliRunner().invoke(main, ["catalog", "runs", str(root)])
+    assert f"{second.run_id}\tunreadable manifest" in res.output and str(path) in res.output, res.output
+    res = CliRunner().invoke(main, ["catalog", "check", str(root)])
+    assert res.exit_code == 1 and str(path) in res.output, res.output
+
+    res = CliRunner().invoke(main, ["catalog", "check", str(root), "--repair"])
+    assert res.exit_code == 0, res.output
+    assert "not rebuilt: job" in res.output and str(path) in res.output, res.output
+    m = json.loads(path.read_text())
+    assert m["run_date"] == "2026-01-02" and m["status"] == "finished"
+    assert m["counts"]["verdicts_by_task"] == {"cv": {"NO": 2}, "wd": {"NO": 2}}  # the scripted engine says NO
+    assert (root / "_quarantine" / "_runs" / second.run_id / "manifest.json").read_bytes() == b"\x00garbage{"
+    assert CliRunner().invoke(main, ["catalog", "check", str(root)]).exit_code == 0
+    res = CliRunner().invoke(main, ["catalog", "runs", str(root)])
+    assert f"{second.run_id}\tfinished\t2026-01-02\t4 verdicts" in res.output, res.output
+
+
+def test_an_unreadable_run_order_file_is_named_and_rebuilt(root, monkeypatch):
+    import json
+
+    first_run = json.loads(next((root / "_runs").glob("*/manifest.json")).read_text())
+    order = root / "current" / "_run_order.json"
+    order.write_text("[1, 2")
+    res = CliRunner().invoke(main, ["catalog", "check", str(root)])
+    assert res.exit_code == 1 and "unreadable run-order file" in res.output and str(order) in res.output, res.output
+    res = CliRunner().invoke(main, ["catalog", "check", str(root), "--repair"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(order.read_text()) == {first_run["run_id"]: first_run["started_at"]}

@@ -66,6 +66,16 @@ def _write_run_order(root: Path, order: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
+def rebuild_run_order(root) -> dict[str, str]:
+    """``current/_run_order.json`` again from the manifests of the runs whose rows the view holds."""
+    root = Path(root)
+    data = dataset(root, CURRENT_DIR)
+    present = set(pc.unique(data.to_table(columns=["run_id"]).column("run_id")).to_pylist()) if data else set()
+    order = _started(root, sorted(r for r in present if r is not None), {})
+    _write_run_order(root, order)
+    return order
+
+
 def _ranks(started: dict[str, str], folding: str) -> dict[str, int]:
     """Run order by start (seconds); among runs started in the same second the one being folded in is the later."""
     runs = sorted(started, key=lambda r: (started[r], r == folding, r))

@@ -76,6 +76,7 @@ def runs(root: str) -> None:
     Examples:
       spec-vet catalog runs catalog/
     """
+    from ..catalog.damage import REPAIR_HINT, damaged_records
     from ..catalog.read import latest_run_id, list_runs
 
     _check_root(root)
@@ -84,6 +85,14 @@ def runs(root: str) -> None:
         n = (r.get("counts") or {}).get("verdicts", (r.get("counts") or {}).get("pairs", "?"))
         mark = "  (latest)" if r["run_id"] == latest else ""
         click.echo(f"{r['run_id']}\t{r.get('status')}\t{r.get('run_date')}\t{n} verdicts{mark}")
+    records = damaged_records(root)
+    for record in records:
+        if record.run_id is not None:  # a run whose manifest cannot be read is still a run
+            click.echo(f"{record.run_id}\tunreadable manifest\t?\t? verdicts")
+    for record in records:
+        click.echo(f"warning: {record.line()}", err=True)
+    if records:
+        click.echo(f"warning: {REPAIR_HINT.format(root=root)}", err=True)
 
 
 @catalog.command("schema")
@@ -241,10 +250,11 @@ def check(root: str, repair: bool) -> None:
     _check_root(root)
     if not repair:
         report, mismatches = _checked(root)
-        if report.damaged or mismatches:
+        if report.damaged or mismatches or report.records:
             from ..catalog.damage import REPAIR_HINT
 
-            click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(mismatches)} count mismatch(es); "
+            click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(report.records)} unreadable "
+                       f"manifest or run-order file(s), {len(mismatches)} count mismatch(es); "
                        + REPAIR_HINT.format(root=root), err=True)
             sys.exit(1)
         return
@@ -257,12 +267,14 @@ def check(root: str, repair: bool) -> None:
         report, _ = _checked(root, quiet=True)
         for line in report.lines():
             click.echo(line)
-        actions = repair_root(root) if report.damaged else []
+        actions = repair_root(root) if report.damaged or report.records else []
         for line in actions:
             click.echo(f"repaired: {line}")
         after, left = _checked(root, quiet=True)
     for d in after.damaged:
         click.echo(f"not repaired: {d.line()}", err=True)
+    for record in after.records:
+        click.echo(f"not repaired: {record.line()}", err=True)
     for (run_id, task), (want, have) in sorted(left.items()):
         if want > have:
             click.echo(f"not repaired: run {run_id} task {task}: the manifest records {want} verdict rows, {have} "
@@ -273,7 +285,7 @@ def check(root: str, repair: bool) -> None:
             click.echo(f"not repaired: run {run_id} task {task}: the manifest records {want} verdict rows, "
                        f"verdicts/ holds {have}: a copy of the run's rows outside the pipeline's files? Move the "
                        f"extra file out of {Path(root) / 'verdicts'} and check again", err=True)
-    if after.damaged or left:
+    if after.damaged or after.records or left:
         sys.exit(1)
     if actions:
         click.echo(f"{root}: repaired; rerun `spec-vet run ... --incremental` to vet the lost pairs again")
@@ -298,7 +310,7 @@ def _checked(root: str, quiet: bool = False):
     for run_id, task in sorted(k for k in report.count_mismatches if k in known):
         click.echo(f"run {run_id} task {task}: rows short because its damaged file was quarantined (see "
                    f"{Path(root) / '_quarantine' / 'repairs.jsonl'}); `spec-vet run --incremental` vets them again")
-    if not report.damaged and not mismatches:
+    if not report.damaged and not mismatches and not report.records:
         click.echo(f"{root}: {report.files_checked} file(s) checked, all readable; row counts agree with the "
                    "manifests")
     return report, mismatches
