@@ -26,7 +26,7 @@ from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
-from ..errors import ConfigError, RunFailedError, SpecVettingError
+from ..errors import ConfigError, EngineError, RunFailedError, SpecVettingError
 from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
@@ -138,6 +138,8 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
 
     try:
         return asyncio.run(probe())
+    except EngineError as exc:  # no endpoint healthy, a probe cut at its deadline ...: before any run exists
+        raise RunFailedError(f"the {name} engine could not start: {exc}") from exc
     except SpecVettingError:
         raise
     except Exception as exc:
@@ -406,6 +408,11 @@ def run_job(
     # every evidence catalog opened and checked before anything is started (a bad one: ConfigError, exit 2)
     opened = open_sources(job.evidence)
     name = job.engine.resolved_name
+    # the engine's start-up probes (health, model, template, sampling), each bounded by the request deadline, before
+    # the root is touched or locked: a server that does not answer fails the run without holding the next night up.
+    # The per-engine in-flight cap is fixed by the cluster size; known before the identity probe uses it
+    identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
+    check_fidelity(job, identity, echo)
     try:
         root.mkdir(parents=True, exist_ok=True)
         (root / RUNS_DIR).mkdir(exist_ok=True)
@@ -418,9 +425,6 @@ def run_job(
     lock.acquire()
     try:
         _recover(root, echo)
-        # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
-        identity = probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
-        check_fidelity(job, identity, echo)
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))
