@@ -608,10 +608,11 @@ def _warn_damaged(root: Path, echo, runlog) -> None:
         runlog.write("WARNING", line)
 
 
-def _catalog_update_failure(root: Path, exc: Exception) -> str:
+def _catalog_update_failure(root: Path, exc: Exception, n_done: int, n_shards: int) -> str:
     """The one-line reason a run's compaction or current-view update failed, naming the damaged files when that
-    is the cause, and what to do."""
-    what = "the verdicts were written but the catalog could not be updated"
+    is the cause, and what to do; how many shards did write their verdicts (staged), not a blanket "written"."""
+    what = (f"{n_done} of {n_shards} shard(s) wrote their verdicts (staged, kept for the rerun) but the catalog "
+            "could not be updated")
     damaged = damaged_files(root)
     if damaged:
         return (f"{what}: {'; '.join(d.line() for d in damaged)} ({_one_line(exc)}); "
@@ -646,7 +647,7 @@ class _Attempt:
         try:
             return compact_and_update(store.root, store.run_id, store.run_date, done), None
         except Exception as exc:
-            reason = _catalog_update_failure(Path(store.root), exc)
+            reason = _catalog_update_failure(Path(store.root), exc, len(done), len(self.shards))
             _record_failure(store, self.manifest, self.runlog, store.run_id, reason)
             return {}, reason
 
