@@ -46,7 +46,7 @@ from ..catalog.read import (
     runs_dir,
     scan_batches,
 )
-from ..catalog.schema import MONTH_FILE_PREFIX, TABLES, file_schema, lengths_in, with_reader_metadata
+from ..catalog.schema import MONTH_FILE_PREFIX, PICTURES_DIR, TABLES, file_schema, lengths_in, with_reader_metadata
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +202,7 @@ def recover_root(root) -> list[str]:
             done.append(f"{tmp}: an unfinished write removed")
         for hidden in sorted(folder.glob(f"*/{HIDDEN_PREFIX}*.parquet")):
             done.append(_recover_hidden(root, table, hidden))
-    current = root / "current"
-    for tmp in sorted(current.glob("_tmp-*")) if current.is_dir() else []:
+    for tmp in [*(root / "current").glob("_tmp-*"), *(root / PICTURES_DIR).glob("*/_tmp-*")]:
         tmp.unlink(missing_ok=True)
         done.append(f"{tmp}: an unfinished write removed")
     for run_id, run_date in _unmerged_finished_runs(root):
