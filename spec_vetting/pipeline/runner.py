@@ -37,7 +37,7 @@ from .plan import Plan, build_plan, make_shards, plan_digest
 from .rollup import merge_small_run, recover_root
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .slots import gate_spec
-from .store import RunStore, write_json_atomic, write_latest_pointer
+from .store import RunStore, mark_failed_in_place, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
 
@@ -524,7 +524,7 @@ def run_job(
         summary["throughput_per_s"] = round(done_now / wall, 3) if wall > 0 else None
         summary["skipped_incremental"] = skipped_incremental
         finish_manifest(manifest, summary, wall_s=wall, inspections=done_now, failures=failures)
-        write_json_atomic(store.manifest_path, manifest)
+        _write_end(store, manifest)
         if failures:
             runlog.write("ERROR", f"FAILED run {run_id}: {len(failures)} shard(s) failed; first: {failures[0]}")
             return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
@@ -652,16 +652,32 @@ class _Attempt:
             return {}, reason
 
 
-def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason: str) -> None:
-    """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`)."""
+def _write_end(store: RunStore, manifest: dict) -> None:
+    """The manifest at the attempt's end; when a full disk refuses it, its status is still turned from running to
+    failed in place before the error goes on up."""
     try:
-        runlog.write("ERROR", f"FAILED run {run_id}: {reason}")
-        manifest["status"] = "failed"
-        manifest["failures"] = [reason]
-        manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
+        write_json_atomic(store.manifest_path, manifest)
+    except OSError:
+        mark_failed_in_place(store.manifest_path)
+        raise
+
+
+def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason: str) -> None:
+    """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`):
+    each written on its own, the manifest first; a full disk that refuses the manifest's rewrite still gets its
+    status turned to failed in place (:func:`.store.mark_failed_in_place`)."""
+    manifest["status"] = "failed"
+    manifest["failures"] = [reason]
+    manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
+    try:
         write_json_atomic(store.manifest_path, manifest)
     except Exception:  # the failure itself must still reach the command line
         log.debug("could not record the failure", exc_info=True)
+        mark_failed_in_place(store.manifest_path)
+    try:
+        runlog.write("ERROR", f"FAILED run {run_id}: {reason}")
+    except Exception:
+        log.debug("could not write the failure to run.log", exc_info=True)
 
 
 def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, shards, runlog, run_id: str) -> None:
