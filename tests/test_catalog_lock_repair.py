@@ -33,11 +33,32 @@ def test_a_catalog_writer_under_a_held_lock_says_so_in_one_line(root, command):
     assert after == before  # nothing written
 
 
+def test_repair_restores_rows_gone_from_verdicts_that_current_still_holds(root):
+    """The loss of issue 34: a merge lost a task's verdict rows after the fold, so current/ still holds them. `check`
+    reports them missing; `check --repair` writes them back from current/ (merged into the month file), says so,
+    and `check` passes; a plain pyarrow dataset reads every row once."""
+    import pyarrow.dataset as ds
+
+    month = root / "verdicts" / "2026-01" / "part-month-cv-0.parquet"
+    before = sorted(ds.dataset(root / "verdicts", format="parquet").to_table(
+        columns=["candidate_id", "task", "verdict", "run_id"]).to_pylist(), key=str)
+    month.unlink()
+    assert CliRunner().invoke(main, ["catalog", "check", str(root)]).exit_code == 1
+    res = CliRunner().invoke(main, ["catalog", "check", str(root), "--repair"])
+    assert res.exit_code == 0, res.output
+    assert "2 of its 2 missing verdict row(s) restored from current/" in res.output, res.output
+    assert CliRunner().invoke(main, ["catalog", "check", str(root)]).exit_code == 0
+    after = sorted(ds.dataset(root / "verdicts", format="parquet").to_table(
+        columns=["candidate_id", "task", "verdict", "run_id"]).to_pylist(), key=str)
+    assert after == before and month.is_file()  # merged back into a month file
+
+
 def test_repair_says_what_it_cannot_repair(root):
-    """Rows recorded by the manifest but in no file (no damaged file, no staged parts): not "repaired" but exit 1,
-    the run, the task and what to do."""
+    """Rows recorded by the manifest but in no file and not in current/ either (no damaged file, no staged parts):
+    not "repaired" but exit 1, the run, the task and what to do."""
     [month] = (root / "verdicts" / "2026-01").glob("part-month-cv-*.parquet")
     month.unlink()  # its rows gone without a trace
+    (root / "current" / "cv.parquet").unlink()
     res = CliRunner().invoke(main, ["catalog", "check", str(root)])
     assert res.exit_code == 1 and "2 missing" in res.output, res.output
     res = CliRunner().invoke(main, ["catalog", "check", str(root), "--repair"])

@@ -268,9 +268,12 @@ def check(root: str, repair: bool) -> None:
         for line in report.lines():
             click.echo(line)
         actions = repair_root(root) if report.damaged or report.records else []
+        after, left = _checked(root, quiet=True)
+        if any(want > have for want, have in left.values()):
+            actions += _restore_from_current(root, left)
+            after, left = _checked(root, quiet=True)
         for line in actions:
             click.echo(f"repaired: {line}")
-        after, left = _checked(root, quiet=True)
     for d in after.damaged:
         click.echo(f"not repaired: {d.line()}", err=True)
     for record in after.records:
@@ -292,6 +295,22 @@ def check(root: str, repair: bool) -> None:
     else:
         click.echo(f"{root}: {after.files_checked} file(s) checked, all readable; row counts agree with the "
                    "manifests")
+
+
+def _restore_from_current(root: str, short: dict) -> list[str]:
+    """Rows a finished run recorded and no file holds, put back from current/ where it still holds them (then merged
+    into the month's files); one line per (run, task) restored."""
+    from ..pipeline.repair import restore_from_current
+    from ..pipeline.rollup import recover_root
+
+    lines = []
+    for (run_id, task), (want, have) in sorted(short.items()):
+        if want > have and (n := restore_from_current(root, run_id, task)):
+            lines.append(f"run {run_id} task {task}: {n} of its {want - have} missing verdict row(s) restored from "
+                         "current/ (their turns are lost)")
+    if lines:
+        recover_root(root)
+    return lines
 
 
 def _checked(root: str, quiet: bool = False):

@@ -192,3 +192,46 @@ def repair_root(root) -> list[str]:
         rebuild_current(root)
         actions.append("current/ rebuilt from the readable verdicts")
     return actions
+
+
+def restore_from_current(root, run_id: str, task: str) -> int:
+    """Verdict rows of ``run_id`` and ``task`` that ``current/`` still holds and no verdict file does (rows gone
+    without a trace, as a month merge before issue 34 could lose them after current/ was folded), written back as
+    the run's own file ``verdicts/<run_date>/part-<run_id>-<task>-<k>.parquet`` (merged into the month's files by
+    the next recovery). Their turns are not in current/ and stay lost. Returns the rows restored."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from ..catalog.current import hidden_name, write_row_groups
+    from ..catalog.read import dataset, parquet_dataset
+    from ..catalog.schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
+
+    root = Path(root)
+    try:
+        run_date = read_manifest(root, run_id).get("run_date")
+    except (OSError, ValueError):
+        return 0
+    view = root / CURRENT_DIR / f"{task}.parquet"
+    if not run_date or not view.is_file():
+        return 0
+    schema = file_schema("verdicts")
+    ours = parquet_dataset(str(view), schema=schema).to_table(
+        filter=(pc.field("run_id") == run_id) & (pc.field("task") == task))
+    data = dataset(root, "verdicts")
+    have = (data.to_table(columns=["candidate_id"], filter=(pc.field("run_id") == run_id)
+                          & (pc.field("task") == task)).column("candidate_id") if data is not None else None)
+    missing = ours if have is None else ours.filter(pc.invert(pc.is_in(ours.column("candidate_id"), have)))
+    if not missing.num_rows:
+        return 0
+    folder = root / "verdicts" / run_date
+    k = 0
+    while (target := folder / f"part-{run_id}-{task}-{k}.parquet").exists():
+        k += 1
+    tmp = hidden_name(target)
+    write_row_groups(tmp, with_reader_metadata(schema, lengths_in(pq.read_schema(view))), missing.to_batches())
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+    _record(root, {"at": utcnow(), "path": str(target), "table": "verdicts", "run_id": run_id, "task": task,
+                   "outcome": f"restored {missing.num_rows} verdict row(s) from current/ (their turns are lost)"})
+    return missing.num_rows
