@@ -53,6 +53,13 @@ class ReadTimeoutError(SpectrumReadError):
     kind = "read_timeout"
 
 
+class CandidateRowError(SpectrumReadError):
+    """A row of a candidate list that cannot be vetted as given (an empty id, an id with a control character, a
+    pair listed again): its ERROR row names the cause and the rest of the list runs."""
+
+    kind = "bad_candidate"
+
+
 class UnsupportedFormatError(SpectrumReadError):
     """The file is FITS but no reader recognises its layout (or it is a layout we refuse, like LAMOST MRS)."""
 

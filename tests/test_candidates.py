@@ -51,8 +51,15 @@ def test_csv_relative_paths_and_fields(spectra_dir, tmp_path):
         f",desi/coadd-sv3-dark-1.fits,{tids[1]},gm,NO,,\n"
         ",sdss/spec-1.fits,,,,,\n",
     )
+    # an empty id in a list with an id column is that row's error, not an id guessed from the file name (issue 34)
+    refused = load_candidates(lst)
+    assert [c.candidate_id for c in refused] == ["c1", "(no id) list.csv row 2", "(no id) list.csv row 3"]
+    assert refused[0].refused is None and all("cell is empty" in c.refused for c in refused[1:])
+    # without an id column every id is made from the file name (and the DESI target)
+    lst = _csv(d / "list.csv", "\n".join(",".join(line.split(",")[1:]) for line in lst.read_text().splitlines())
+               + "\n")
     cands = load_candidates(lst)
-    assert [c.candidate_id for c in cands] == ["c1", f"coadd-sv3-dark-1-{tids[1]}", "spec-1"]
+    assert [c.candidate_id for c in cands] == ["a", f"coadd-sv3-dark-1-{tids[1]}", "spec-1"]
     c1, c2, c3 = cands
     assert c1.path == str(d / "lamost" / "a.fits") and c1.task == "cv" and c1.label == "YES"
     assert (c1.ra, c1.dec) == (10.5, -3.0) and c1.target is None
@@ -262,29 +269,62 @@ def test_corrupt_and_truncated_gzip_files_in_a_directory_are_still_candidates(sp
 
 
 @pytest.mark.parametrize("bad", ["c\x001", "c\n1", "c\x1b[31m1", "c\x7f1", "c\x851"])
-def test_a_control_character_in_a_candidate_id_is_refused_naming_the_row(tmp_path, bad):
-    """Every export format must agree on an id: VOTable drops NUL, FITS/ECSV/CSV keep it; so it is refused when the
-    list is read, with the row named."""
+def test_a_control_character_in_a_candidate_id_is_that_rows_error(tmp_path, bad):
+    """Every export format must agree on an id: VOTable drops NUL, FITS/ECSV/CSV keep it. Such a row is not vetted
+    (issue 34, item 7): it is recorded under its id with the control character written as \\uXXXX, and reading it
+    raises the reason naming the file and row; the other rows are as given."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from spec_vetting.errors import CandidateListError
+    from spec_vetting.errors import CandidateRowError
     from spec_vetting.io.candidates import load_candidates
 
     path = tmp_path / "list.parquet"
     pq.write_table(pa.table({"candidate_id": ["ok-1", bad], "path": ["a.fits", "b.fits"]}), path)
-    with pytest.raises(CandidateListError) as info:
-        load_candidates(path)
-    assert info.value.row == 2 and "control character" in str(info.value) and str(path) in str(info.value)
-    assert "\x00" not in str(info.value) and "\x1b" not in str(info.value)
+    ok, refused = load_candidates(path)
+    assert ok.candidate_id == "ok-1" and ok.refused is None
+    code = next(c for c in bad if not c.isprintable())
+    assert refused.candidate_id == bad.replace(code, f"\\u{ord(code):04X}") and refused.candidate_id.isprintable()
+    with pytest.raises(CandidateRowError) as info:
+        refused.load_spectrum()
+    said = str(info.value)
+    assert f"U+{ord(code):04X}" in said and f"{path} (parquet row 2)" in said and said.isprintable(), said
 
 
-def test_run_refuses_a_candidate_id_with_nul(tmp_path):
-    from test_pipeline_cli import _env, _run
+def test_an_empty_id_is_that_rows_error_not_a_guess(tmp_path):
+    from spec_vetting.errors import CandidateRowError
+    from spec_vetting.io.candidates import load_candidates
+
+    path = tmp_path / "list.csv"
+    path.write_text("candidate_id,path\nok-1,a.fits\n,b.fits\n")
+    ok, empty = load_candidates(path)
+    assert ok.candidate_id == "ok-1" and empty.candidate_id == "(no id) list.csv row 2"
+    with pytest.raises(CandidateRowError, match="cell is empty"):
+        empty.load_spectrum()
+
+
+def test_a_night_with_bad_empty_and_duplicate_ids_vets_the_rest(tmp_path):
+    """One row with NUL in its id, one with an empty id, one listed again: three ERROR rows naming the cause
+    (error_kind bad_candidate), the first of the duplicates and the good rows vetted, exit 0 (issue 34, item 7)."""
+    import pyarrow.dataset as ds
+    from test_pipeline_cli import _env, _examples, _run
 
     env = _env(tmp_path)
-    cands = tmp_path / "list.csv"
-    cands.write_bytes(b"candidate_id,path\ngood,a.fits\nbad\x00id,b.fits\n")
-    r = _run(["run", "--candidates", cands, "--task", "cv", "--out", tmp_path / "cat"], env)
-    assert r.returncode == 2, r.stderr
-    assert f"{cands}, row 2" in r.stderr and "U+0000" in r.stderr, r.stderr
+    examples = _examples(tmp_path, 4, env)
+    header, *rows = examples.read_text().strip().splitlines()
+    first = rows[0].split(",")
+    extra = [f"bad\x00id,{first[1]},,{first[3]},", f",{first[1]},,{first[3]},", f"{first[0]},{first[1]},,{first[3]},"]
+    cands = examples.with_name("night.csv")
+    cands.write_bytes(("\n".join([header, *rows, *extra]) + "\n").encode())
+    r = _run(["run", "--candidates", cands, "--out", tmp_path / "cat"], env)
+    assert r.returncode == 0, r.stderr
+    got = {x["candidate_id"]: x for x in ds.dataset(tmp_path / "cat" / "verdicts", format="parquet").to_table(
+        columns=["candidate_id", "verdict", "error_kind", "error_message"]).to_pylist()}
+    again = f"{first[0]} (again: {cands} (csv row {len(rows) + 3}))"
+    refused = {k: v for k, v in got.items() if v["error_kind"] == "bad_candidate"}
+    assert sorted(refused) == sorted(["bad\\u0000id", f"(no id) night.csv row {len(rows) + 2}", again]), sorted(got)
+    assert all(v["verdict"] == "ERROR" for v in refused.values())
+    assert "U+0000" in refused["bad\\u0000id"]["error_message"]
+    assert "cell is empty" in refused[f"(no id) night.csv row {len(rows) + 2}"]["error_message"]
+    assert "listed again" in refused[again]["error_message"]
+    assert {ln.split(",")[0] for ln in rows} <= set(got) and got[first[0]]["error_kind"] != "bad_candidate"

@@ -225,28 +225,56 @@ def test_small_nights_merge_into_one_file_per_task_and_month(tmp_path, monkeypat
     assert {(r["candidate_id"], r["task"]): r["run_id"] for r in read_current(root).to_pylist()} == latest
 
 
-@pytest.mark.parametrize("crash_at", ["before_month_file", "after_month_file"])
-def test_a_merge_cut_short_is_recovered_without_loss_or_double(tmp_path, monkeypatch, crash_at):
+@pytest.mark.parametrize("fail_at", ["write", "remove"])
+def test_a_merge_failing_part_way_loses_nothing_and_recovery_finishes_it(tmp_path, monkeypatch, fail_at):
+    """The merge stops with an error before the switch (the new month file being written) or after it (the run's own
+    file not yet removed): every row is read once at that instant already, and `catalog compact` finishes the merge.
+    (A kill at every step, by a real process, is tests/test_merge_crash.py.)"""
     root = tmp_path / "cat"
     first = _night(root, monkeypatch, 0, [0, 1])
 
     def boom(*a, **k):
         raise OSError("disk went away")
 
-    monkeypatch.setattr(rollup, "write_row_groups_atomic" if crash_at == "before_month_file" else "_fsync", boom)
+    monkeypatch.setattr(rollup, "write_row_groups" if fail_at == "write" else "_remove_held", boom)
     second = _night(root, monkeypatch, 1, [2])  # finished: the merge failing is logged, not the run's failure
     monkeypatch.undo()
     expected = sorted([(first.run_id, f"c-{i}", t) for i in (0, 1) for t in ("cv", "wd")]
                       + [(second.run_id, "c-2", t) for t in ("cv", "wd")])
-    hidden = sorted((root / "verdicts").rglob("_merging-*"))
-    assert [p.name for p in hidden] == [f"_merging-part-{second.run_id}-cv-0.parquet"]  # the first move stopped it
-    if crash_at == "before_month_file":
-        assert _keys(root) == [k for k in expected if k != (second.run_id, "c-2", "cv")]  # hidden until recovered
-    else:
-        assert _keys(root) == expected  # in the month file already; the hidden copy is not read
-    compact_root(root)
-    assert not list(root.rglob("_merging-*"))
+    own = sorted(p.name for p in (root / "verdicts" / "2026-01-02").glob("*.parquet"))
+    assert own == [f"part-{second.run_id}-{t}-0.parquet" for t in ("cv", "wd")]  # stopped at the first task
+    switched = rollup.merged_runs(root / "verdicts" / "2026-01" / "part-month-cv-0.parquet")
+    assert (second.run_id in switched) == (fail_at == "remove")
+    assert not list(root.rglob("_tmp-*"))
+    assert _keys(root) == expected  # the run's own file, or (switched) the month file: each row once
+    recovered = compact_root(root)["recovered"]
+    assert any(second.run_id in line for line in recovered), recovered
+    assert not (root / "verdicts" / "2026-01-02").exists() and not (root / "turns" / "2026-01-02").exists()
     assert _keys(root) == expected
+    assert compact_root(root)["recovered"] == []  # nothing left to do
+
+
+def test_a_merge_the_earlier_protocol_left_hidden_is_put_back_not_deleted(tmp_path, monkeypatch):
+    """The earlier merge hid a run's file as `_merging-...` while it rewrote the month file; its recovery removed the
+    hidden file whenever any month file of the table (another task's) listed the run, and its rows were gone (issue
+    34). Now only the month file of the file's own task counts, and the file is put back and merged."""
+    root = tmp_path / "cat"
+    first = _night(root, monkeypatch, 0, [0, 1])
+    monkeypatch.setattr(rollup, "SMALL_BYTES", -1)  # the second night keeps its own files
+    second = _night(root, monkeypatch, 1, [2])
+    monkeypatch.undo()
+    day = root / "verdicts" / "2026-01-02"
+    rollup._merge(root, "verdicts", "2026-01-02", "cv", second.run_id, day / f"part-{second.run_id}-cv-0.parquet")
+    wd = day / f"part-{second.run_id}-wd-0.parquet"
+    wd.rename(day / f"_merging-{wd.name}")  # where the earlier protocol's crash left it
+    expected = sorted([(first.run_id, f"c-{i}", t) for i in (0, 1) for t in ("cv", "wd")]
+                      + [(second.run_id, "c-2", t) for t in ("cv", "wd")])
+    assert _keys(root) == [k for k in expected if k != (second.run_id, "c-2", "wd")]  # hidden from readers
+    compact_root(root)
+    assert not list(root.rglob("_merging-*")) and not day.exists()
+    assert _keys(root) == expected
+    assert second.run_id in pq.read_schema(root / "verdicts" / "2026-01" / "part-month-wd-0.parquet").metadata[
+        rollup.MERGED_RUNS_KEY].decode()
 
 
 def test_a_month_file_without_its_footer_is_repaired_and_its_runs_vetted_again(tmp_path, monkeypatch):

@@ -221,7 +221,7 @@ def test_a_run_whose_engine_never_starts_writes_nothing_and_says_run_again(work,
     assert res.exit_code == 1, res.output
     _no_traceback(res)
     line = res.stderr.strip().splitlines()[-1]
-    assert f"127.0.0.1:{port}" in line and "no answer within 5 s" in line, line
+    assert f"127.0.0.1:{port}" in line and "reply within 5 s" in line, line
     assert "ReadTimeout: ." not in line and "resume" not in line and "run the same command again" in line, line
     assert not (tmp_path / "new").exists()
 

@@ -117,6 +117,8 @@ def test_a_run_on_a_damaged_root_finishes_and_a_failed_update_is_recorded(health
     latest = (root / "_runs" / "LATEST").read_text().strip()
     m = read_manifest(root, latest)
     assert m["status"] == "failed" and str(cur) in m["failures"][0]
+    n_shards = m["counts"]["shards"]  # how many wrote is said, not a blanket "the verdicts were written"
+    assert f"{n_shards} of {n_shards} shard(s) wrote their verdicts" in m["failures"][0], m["failures"]
     log = (root / "_runs" / latest / "run.log").read_text()
     assert f"FAILED run {latest}" in log and str(cur) in log
 

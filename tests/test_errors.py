@@ -13,6 +13,7 @@ CASES = [
     errors.SpectrumReadError("/data/a.fits", "no HDU 1", target=39627866878511337, hint="check the file"),
     errors.ReadTimeoutError("/mnt/stale/a.fits", "no answer after 120 s", hint="check the mount"),
     errors.UnsupportedFormatError("/data/mrs.fits", "LAMOST MRS is not supported"),
+    errors.CandidateRowError("list.csv (csv row 3)", "its candidate_id cell is empty"),
     errors.TargetNotFoundError("/data/coadd.fits", "TARGETID 7 is not in the file", target=7),
     errors.TargetNeededError("/data/coadd.fits", "the file holds 2 usable spectra; say which one", hint="7, 8"),
     errors.CandidateListError("list.csv", "bad ra", row=12, hint="use degrees"),

@@ -40,6 +40,39 @@ def test_a_stuck_read_times_out_and_leaves_the_loop_free():
     asyncio.run(main())
 
 
+def test_rows_on_a_file_whose_read_is_stuck_do_not_start_more_reads():
+    """Hundreds of rows naming one file that blocks (issue 34, item 6): one read, one timeout; the other rows fail at
+    once while it runs, and the file is read again once it has ended."""
+    import threading
+
+    release = threading.Event()
+    calls = []
+
+    def stuck():
+        calls.append(1)
+        release.wait(10)
+        return "late"
+
+    async def main():
+        path = "/mnt/stale/many-rows.fits"
+        t0 = time.monotonic()
+        with pytest.raises(ReadTimeoutError, match="more than 0.2 s"):
+            await read_with_timeout(stuck, 0.2, what=path)
+        for _ in range(300):
+            with pytest.raises(ReadTimeoutError, match="earlier read of this file"):
+                await read_with_timeout(stuck, 0.2, what=path)
+        assert time.monotonic() - t0 < 2 and len(calls) == 1
+        assert await read_with_timeout(lambda: 1, 0.2, what="/other.fits") == 1  # other files are read as before
+        release.set()
+        for _ in range(100):  # the abandoned read ends
+            if threading.active_count() == 1:
+                break
+            await asyncio.sleep(0.02)
+        assert await read_with_timeout(lambda: 2, 1.0, what=path) == 2
+
+    asyncio.run(main())
+
+
 def test_hung_endpoint_is_not_revived_by_its_health_check_during_the_cooldown():
     r = Router(["http://a/v1"], max_inflight_per_endpoint=1, hung_cooldown_s=60)
     r.mark_hung("http://a/v1", "no answer within 1 s")

@@ -469,3 +469,37 @@ def test_each_picture_is_drawn_once_per_candidate_across_its_tasks(tmp_path, fak
     # 6 candidates x (full view + the one window), though 3 tasks each looked at both
     assert len(drawn) == 12 and len(set(drawn)) == 12
     assert sum(1 for _, w in drawn if w is None) == 6
+
+
+def test_a_full_disk_never_leaves_the_manifest_running(tmp_path, fake_candidates, monkeypatch):
+    """The disk fills after the shards (issue 34, item 7): the compaction fails, the manifest's rewrite and run.log
+    fail too; the manifest still ends `failed` (its status overwritten in place), valid JSON, and the reason counts
+    the shards that wrote their verdicts."""
+    import errno
+    import json
+
+    from spec_vetting.pipeline.manifest import RunLog
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_write = runner.write_json_atomic
+
+    def write_unless_ending(path, obj):
+        if obj.get("status") != "running":
+            full()
+        return real_write(path, obj)
+
+    monkeypatch.setattr(runner, "compact_and_update", full)
+    monkeypatch.setattr(runner, "write_json_atomic", write_unless_ending)
+    real_log = RunLog.write
+    monkeypatch.setattr(RunLog, "write", lambda self, level, text: full() if "FAILED" in text else
+                        real_log(self, level, text))
+    job = _job(tmp_path)
+    out = runner.run_job(job, progress=False, echo=lambda s: None)
+    assert out.status == "catalog_update_failed"
+    path = RunStore(job.out, out.run_id, out.run_date).manifest_path
+    m = json.loads(path.read_text())
+    assert m["status"] == "failed"
+    n = m["counts"]["shards"]
+    assert f"{n} of {n} shard(s) wrote their verdicts" in out.failures[0] and "No space left" in out.failures[0]

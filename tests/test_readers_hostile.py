@@ -258,3 +258,38 @@ def test_reader_warnings_reach_the_catalog_row(tmp_path):
     assert clean["read_warnings"] is None
     row = {**empty_row("verdicts"), "run_id": "r", "candidate_id": "c", "verdict": "NO", **cols}
     assert rows_to_table([row], "verdicts").column("read_warnings").to_pylist() == [cols["read_warnings"]]
+
+
+def _header_only(tmp_path: Path, cards: list[str], name: str = "spec-55862-B6212_sp06-006.fits") -> Path:
+    """A file of one header block and no data: the cards given, then END (written by hand: astropy refuses them)."""
+    block = b"".join(c.ljust(80).encode() for c in [*cards, "END"]).ljust(2880, b" ")
+    p = tmp_path / name
+    p.write_bytes(block)
+    return p
+
+
+@pytest.mark.parametrize(("cards", "said"), [
+    # the issue's file: a 70-digit BITPIX, 99,999,999 axes, a negative axis (24 s and 0.94 GB per read before)
+    (["SIMPLE  =                    T", "BITPIX  = " + "9" * 70, "NAXIS   =             99999999",
+      "NAXIS1  =                   -5"], "impossible BITPIX"),
+    (["SIMPLE  =                    T", "BITPIX  =                    8", "NAXIS   =             99999999"],
+     "impossible NAXIS = 99999999"),
+    (["SIMPLE  =                    T", "BITPIX  =                    7", "NAXIS   =                    0"],
+     "impossible BITPIX = 7"),
+    (["SIMPLE  =                    T", "BITPIX  =                  -32", "NAXIS   =                    1",
+      "NAXIS1  =                   -5"], "negative axis length NAXIS1 = -5"),
+    (["SIMPLE  =                    T", "BITPIX  =                  -64", "NAXIS   =                    2",
+      "NAXIS1  =          99999999999", "NAXIS2  =          99999999999"], "truncated"),  # sizes vs the length
+], ids=["issue-34", "naxis", "bitpix", "negative-axis", "sizes"])
+def test_impossible_header_sizes_are_refused_before_anything_is_allocated(tmp_path, cards, said):
+    import resource
+    import time
+
+    p = _header_only(tmp_path, cards)
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises(SpectrumReadError, match=said) as err:
+        read_spectrum(str(p))
+    assert time.perf_counter() - t0 < 2
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss0 < 50_000  # kB: nothing the header asked for
+    assert str(p) in str(err.value)

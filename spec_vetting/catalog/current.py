@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import crash_points
 from .read import dataset, list_runs, parquet_dataset, read_manifest, run_table_files, scan_batches
 from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
 
@@ -65,6 +66,16 @@ def _write_run_order(root: Path, order: dict[str, str]) -> None:
     os.replace(tmp, path)
 
 
+def rebuild_run_order(root) -> dict[str, str]:
+    """``current/_run_order.json`` again from the manifests of the runs whose rows the view holds."""
+    root = Path(root)
+    data = dataset(root, CURRENT_DIR)
+    present = set(pc.unique(data.to_table(columns=["run_id"]).column("run_id")).to_pylist()) if data else set()
+    order = _started(root, sorted(r for r in present if r is not None), {})
+    _write_run_order(root, order)
+    return order
+
+
 def _ranks(started: dict[str, str], folding: str) -> dict[str, int]:
     """Run order by start (seconds); among runs started in the same second the one being folded in is the later."""
     runs = sorted(started, key=lambda r: (started[r], r == folding, r))
@@ -83,8 +94,20 @@ def _priority(table: pa.Table, ranks: dict[str, int], bonus: int) -> pa.Array:
 
 def write_row_groups_atomic(path: Path, schema: pa.Schema, batches) -> int:
     """``batches`` into ``path`` (atomically), in row groups of ROW_GROUP_ROWS whatever the batches' sizes."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+    tmp = hidden_name(path)
+    n = write_row_groups(tmp, schema, batches)
+    os.replace(tmp, path)
+    return n
+
+
+def hidden_name(path: Path) -> Path:
+    """A new name beside ``path`` that readers skip (``_`` first): where a file is written before its rename."""
+    return path.with_name(f"_tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+
+
+def write_row_groups(tmp: Path, schema: pa.Schema, batches) -> int:
+    """``batches`` into the new file ``tmp``, in row groups of ROW_GROUP_ROWS whatever the batches' sizes."""
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     n = 0
     buffer: list[pa.RecordBatch] = []
     buffered = 0
@@ -103,7 +126,6 @@ def write_row_groups_atomic(path: Path, schema: pa.Schema, batches) -> int:
         if buffered:
             writer.write_table(pa.Table.from_batches(buffer).cast(schema), row_group_size=ROW_GROUP_ROWS)
             n += buffered
-    os.replace(tmp, path)
     return n
 
 
@@ -165,6 +187,7 @@ def update_current(root, run_id: str, run_date: str | None = None) -> dict[str, 
 
         batches = _merged_batches(verdicts, old, flt, keep)
         out[task] = write_row_groups_atomic(path, with_reader_metadata(schema, lengths), batches)
+        crash_points.reached("fold:task-written")
     if tasks:
         _write_run_order(root, known)
     return out

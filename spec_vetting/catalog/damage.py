@@ -231,6 +231,58 @@ def damage_report(root: str | os.PathLike, damaged: list[DamagedFile] | None = N
         f"{len(damaged)} damaged file(s) left out; {REPAIR_HINT.format(root=root)}"]
 
 
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A run manifest or the current view's run-order file that cannot be read."""
+
+    path: str
+    reason: str
+    #: the run whose manifest it is; None for ``current/_run_order.json``
+    run_id: str | None = None
+
+    def line(self) -> str:
+        if self.run_id is None:
+            return (f"unreadable run-order file {self.path}: {self.reason}; the next fold reads the runs' manifests "
+                    "instead")
+        return (f"unreadable manifest {self.path} (run {self.run_id}): {self.reason}; the run is missing from "
+                "`catalog runs` and its rows are counted from its files")
+
+
+def damaged_records(root: str | os.PathLike) -> list[DamagedRecord]:
+    """Every run manifest (``_runs/<run_id>/manifest.json``) and ``current/_run_order.json`` under ``root`` that
+    cannot be read as the JSON object it should be."""
+    from .current import RUN_ORDER_FILE
+    from .schema import MANIFEST_FILE, RUNS_DIR
+
+    out = []
+    runs = Path(root) / RUNS_DIR
+    for d in sorted(runs.iterdir()) if runs.is_dir() else []:
+        path = d / MANIFEST_FILE
+        if path.is_file():
+            reason = _json_object_damage(path, ("run_id", "status"))
+            if reason:
+                out.append(DamagedRecord(str(path), reason, d.name))
+    order = Path(root) / CURRENT_DIR / RUN_ORDER_FILE
+    if order.is_file():
+        reason = _json_object_damage(order, ())
+        if reason:
+            out.append(DamagedRecord(str(order), reason))
+    return out
+
+
+def _json_object_damage(path: Path, keys: tuple[str, ...]) -> str | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        return _one_line(exc)
+    except ValueError as exc:
+        return f"not JSON ({' '.join(str(exc).split())}; {path.stat().st_size} bytes)"
+    if not isinstance(data, dict):
+        return f"not a JSON object (a {type(data).__name__})"
+    missing = [k for k in keys if k not in data]
+    return f"no {', '.join(missing)} in it" if missing else None
+
+
 @dataclass
 class CheckReport:
     """What ``spec-vet catalog check`` found: damaged files and row counts that disagree with the manifests."""
@@ -240,13 +292,15 @@ class CheckReport:
     damaged: list[DamagedFile] = field(default_factory=list)
     #: (run_id, task) -> (rows the manifest recorded, rows readable in verdicts/)
     count_mismatches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    #: manifests and the run-order file that cannot be read
+    records: list[DamagedRecord] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.damaged and not self.count_mismatches
+        return not self.damaged and not self.count_mismatches and not self.records
 
     def lines(self) -> list[str]:
-        out = [d.line() for d in self.damaged]
+        out = [d.line() for d in self.damaged] + [r.line() for r in self.records]
         for (run_id, task), (want, have) in sorted(self.count_mismatches.items()):
             out.append(f"run {run_id} task {task}: the manifest records {want} verdict rows, {have} are readable "
                        f"({want - have:+d} missing)" if want > have else
@@ -260,7 +314,7 @@ def check_root(root: str | os.PathLike) -> CheckReport:
     from .read import count_by, list_runs, table_files
     from .schema import file_schema
 
-    report = CheckReport(str(root))
+    report = CheckReport(str(root), records=damaged_records(root))
     run_ids = _run_ids(root)
     for table in CHECKED:
         new, old = table_files(root, table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,14 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
-from .damage import split_readable
+from .damage import footer_damage, split_readable
 from .schema import (
     CURRENT_DIR,
     LATEST_FILE,
     MANIFEST_FILE,
     MONTH_FILE_PREFIX,
     PARTITION_SCHEMA,
+    PICTURES_DIR,
     RUNS_DIR,
     file_schema,
 )
@@ -47,7 +49,7 @@ def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[st
         return sorted(str(p) for p in folder.glob("*.parquet") if _visible(p)), []
     new = sorted(str(p) for p in folder.glob("*/*.parquet") if _visible(p) and "=" not in p.parent.name)
     old = sorted(str(p) for p in folder.glob("run_date=*/task=*/*.parquet") if _visible(p))
-    return new, old
+    return (without_merged(new) if table != PICTURES_DIR else new), old
 
 
 def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
@@ -60,17 +62,79 @@ def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list
 MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
 
 
+#: path -> ((inode, size, mtime_ns), runs): a month file's footer is read once per version of the file
+_merged_cache: dict[str, tuple[tuple[int, int, int], frozenset[str] | None]] = {}
+
+
 def merged_runs(path) -> set[str] | None:
     """The runs whose rows a month file holds, from its footer; None when the footer cannot be read (a damaged
     file: :mod:`.damage` names it, the readers leave it out)."""
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.read_schema(path).metadata or {}
-    except (OSError, pa.ArrowException):
+        st = os.stat(path)
+    except OSError:
         return None
-    return set(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
+    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+    hit = _merged_cache.get(str(path))
+    if hit is not None and hit[0] == stamp:
+        return None if hit[1] is None else set(hit[1])
+    runs: frozenset[str] | None = None
+    if footer_damage(path) is None:
+        try:
+            meta = pq.read_schema(path).metadata or {}
+            runs = frozenset(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
+        except (OSError, ValueError, pa.ArrowException):
+            runs = None
+    _merged_cache[str(path)] = (stamp, runs)
+    return None if runs is None else set(runs)
+
+
+#: a date folder of runs' own files, ``<table>/<YYYY-MM-DD>/``
+DAY_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+#: a month file, ``<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``
+_MONTH_FILE = re.compile(rf"^{MONTH_FILE_PREFIX}(?P<task>.+)-\d+\.parquet$")
+
+
+def month_holds(folder: Path) -> set[tuple[str, str]]:
+    """(run_id, task) of the runs' rows that the month files in ``folder`` (a ``<table>/<YYYY-MM>/`` folder) hold:
+    a sound month file of the task lists the run in its footer."""
+    out: set[tuple[str, str]] = set()
+    for m in folder.glob(f"{MONTH_FILE_PREFIX}*.parquet") if folder.is_dir() else []:
+        name = _MONTH_FILE.match(m.name)
+        if name:
+            out |= {(run_id, name["task"]) for run_id in merged_runs(m) or ()}
+    return out
+
+
+def held_by_month(path: Path, holds: set[tuple[str, str]]) -> tuple[str, str] | None:
+    """The (run_id, task) of ``path`` (a run's own file ``part-<run_id>-<task>-<k>.parquet``) when ``holds`` (from
+    :func:`month_holds`) says a month file holds its rows, else None."""
+    for run_id, task in holds:
+        prefix = f"part-{run_id}-{task}-"
+        if path.name.startswith(prefix) and path.name[len(prefix):-len(".parquet")].isdigit():
+            return run_id, task
+    return None
+
+
+def without_merged(files: list[str]) -> list[str]:
+    """``files`` without the runs' own files whose rows a month file already holds.
+
+    The month merge (``pipeline/rollup.py``) switches a run's rows into its month's file by one rename of the new
+    month file, whose footer lists the run; from that instant the run's own file is a leftover, removed next (or by
+    recovery after a crash). Readers go by the footer, so every row is read once at every instant of the merge."""
+    holds: dict[Path, set[tuple[str, str]]] = {}
+    out = []
+    for f in files:
+        p = Path(f)
+        if DAY_FOLDER.match(p.parent.name) and p.name.startswith("part-"):
+            month = p.parent.parent / p.parent.name[:7]
+            if month not in holds:
+                holds[month] = month_holds(month)
+            if held_by_month(p, holds[month]):
+                continue
+        out.append(f)
+    return out
 
 
 def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: str | None = None, *,
@@ -90,7 +154,8 @@ def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: 
     if months and run_date:
         found += (folder / str(run_date)[:7]).glob(f"{MONTH_FILE_PREFIX}*.parquet")
     files = sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
-    return split_readable(files, table)[0]  # a damaged file is named by the commands and left out, as elsewhere
+    # a damaged file is named by the commands and left out, as elsewhere; a run's file a month file holds, too
+    return split_readable(without_merged(files), table)[0]
 
 
 def parquet_dataset(source, **options) -> ds.Dataset:

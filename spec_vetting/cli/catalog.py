@@ -77,6 +77,7 @@ def runs(root: str) -> None:
     Examples:
       spec-vet catalog runs catalog/
     """
+    from ..catalog.damage import REPAIR_HINT, damaged_records
     from ..catalog.read import latest_run_id, list_runs
 
     _check_root(root)
@@ -85,6 +86,14 @@ def runs(root: str) -> None:
         n = (r.get("counts") or {}).get("verdicts", (r.get("counts") or {}).get("pairs", "?"))
         mark = "  (latest)" if r["run_id"] == latest else ""
         click.echo(f"{r['run_id']}\t{r.get('status')}\t{r.get('run_date')}\t{n} verdicts{mark}")
+    records = damaged_records(root)
+    for record in records:
+        if record.run_id is not None:  # a run whose manifest cannot be read is still a run
+            click.echo(f"{record.run_id}\tunreadable manifest\t?\t? verdicts")
+    for record in records:
+        click.echo(f"warning: {record.line()}", err=True)
+    if records:
+        click.echo(f"warning: {REPAIR_HINT.format(root=root)}", err=True)
 
 
 @catalog.command("schema")
@@ -114,21 +123,43 @@ def compact(root: str) -> None:
       spec-vet catalog compact catalog/
     """
     from ..pipeline.compact import compact_root
-    from ..pipeline.lock import RootLock
 
     _check_root(root)
-    lock = RootLock(Path(root))
-    lock.acquire()
-    try:
+    with _writer_lock(root, "compact"):
         out = compact_root(root)
-    finally:
-        lock.release()
+    for line in out.get("recovered", []):
+        click.echo(f"recovered: {line}")
     for r in out["compacted"]:
         click.echo(f"run {r['run_id']}: {r['rows'].get('verdicts', 0)} verdict rows, "
                    f"{r['rows'].get('turns', 0)} turn rows -> {sum(r['files'].values())} file(s)")
     done = f"compacted {len(out['compacted'])} run(s)" if out["compacted"] else "nothing to compact"
     current = {"rebuilt": "current/ was missing and is rebuilt", "updated": "current/ updated with them"}
     click.echo(f"{done}; {current.get(out['current'], 'nothing was rewritten')}")
+
+
+def _writer_lock(root: str, what: str):
+    """The root's lock, as every writer takes it; held by another process: one line and exit 1 (retry later)."""
+    from ..errors import RunLockedError
+    from ..pipeline.lock import RootLock
+
+    lock = RootLock(Path(root))
+    try:
+        lock.acquire()
+    except RunLockedError as exc:
+        click.echo(f"error: `catalog {what}` not done: {exc}", err=True)
+        sys.exit(1)
+    return _Held(lock)
+
+
+class _Held:
+    def __init__(self, lock):
+        self.lock = lock
+
+    def __enter__(self):
+        return self.lock
+
+    def __exit__(self, *exc):
+        self.lock.release()
 
 
 @catalog.command("export")
@@ -208,45 +239,102 @@ def picture(root, candidate, task, turn, output, run_id, no_check) -> None:
 @catalog.command("check")
 @click.argument("root", type=click.Path(file_okay=False, exists=True))
 @click.option("--repair", is_flag=True,
-              help="Move damaged files into ROOT/_quarantine/ and rebuild them from the run's parts, or leave their "
-                   "pairs for the next `spec-vet run --incremental`; current/ is rebuilt.")
+              help="Finish what a crash left (a month merge, a write), move damaged files into ROOT/_quarantine/ and "
+                   "rebuild them from the run's parts, or leave their pairs for the next `spec-vet run "
+                   "--incremental`; current/ is rebuilt. Takes the root's lock like a run.")
 def check(root: str, repair: bool) -> None:
     """Verify every catalog file (footer, columns, every row group) and the verdict rows per run and task against
-    the run manifests. Exit 0 when sound (or repaired), 1 when damage is found and not repaired.
+    the run manifests. Exit 0 when sound (or repaired), 1 when damage is found and not repaired, or when --repair
+    cannot repair it (it says what to do).
 
     \b
     Examples:
       spec-vet catalog check catalog/
       spec-vet catalog check catalog/ --repair
     """
-    from ..catalog.damage import REPAIR_HINT, check_root
-    from ..pipeline.lock import RootLock
-    from ..pipeline.repair import quarantined_runs, repair_root
-
     _check_root(root)
+    if not repair:
+        report, mismatches = _checked(root)
+        if report.damaged or mismatches or report.records:
+            from ..catalog.damage import REPAIR_HINT
+
+            click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(report.records)} unreadable "
+                       f"manifest or run-order file(s), {len(mismatches)} count mismatch(es); "
+                       + REPAIR_HINT.format(root=root), err=True)
+            sys.exit(1)
+        return
+    from ..pipeline.repair import repair_root
+    from ..pipeline.rollup import recover_root
+
+    with _writer_lock(root, "check --repair"):  # no run may write while files move
+        for line in recover_root(root):
+            click.echo(f"repaired: {line}")
+        report, _ = _checked(root, quiet=True)
+        for line in report.lines():
+            click.echo(line)
+        actions = repair_root(root) if report.damaged or report.records else []
+        after, left = _checked(root, quiet=True)
+        if any(want > have for want, have in left.values()):
+            actions += _restore_from_current(root, left)
+            after, left = _checked(root, quiet=True)
+        for line in actions:
+            click.echo(f"repaired: {line}")
+    for d in after.damaged:
+        click.echo(f"not repaired: {d.line()}", err=True)
+    for record in after.records:
+        click.echo(f"not repaired: {record.line()}", err=True)
+    for (run_id, task), (want, have) in sorted(left.items()):
+        if want > have:
+            click.echo(f"not repaired: run {run_id} task {task}: the manifest records {want} verdict rows, {have} "
+                       "are readable, and no damaged file or staged part of the run is left to rebuild them from: "
+                       f"those rows are lost. To vet the pairs again, rerun that run's job with --fresh "
+                       "(--incremental skips the pairs current/ still holds)", err=True)
+        else:
+            click.echo(f"not repaired: run {run_id} task {task}: the manifest records {want} verdict rows, "
+                       f"verdicts/ holds {have}: a copy of the run's rows outside the pipeline's files? Move the "
+                       f"extra file out of {Path(root) / 'verdicts'} and check again", err=True)
+    if after.damaged or after.records or left:
+        sys.exit(1)
+    if actions:
+        click.echo(f"{root}: repaired; rerun `spec-vet run ... --incremental` to vet the lost pairs again")
+    else:
+        click.echo(f"{root}: {after.files_checked} file(s) checked, all readable; row counts agree with the "
+                   "manifests")
+
+
+def _restore_from_current(root: str, short: dict) -> list[str]:
+    """Rows a finished run recorded and no file holds, put back from current/ where it still holds them (then merged
+    into the month's files); one line per (run, task) restored."""
+    from ..pipeline.repair import restore_from_current
+    from ..pipeline.rollup import recover_root
+
+    lines = []
+    for (run_id, task), (want, have) in sorted(short.items()):
+        if want > have and (n := restore_from_current(root, run_id, task)):
+            lines.append(f"run {run_id} task {task}: {n} of its {want - have} missing verdict row(s) restored from "
+                         "current/ (their turns are lost)")
+    if lines:
+        recover_root(root)
+    return lines
+
+
+def _checked(root: str, quiet: bool = False):
+    """(check_root's report, the count mismatches a quarantine record does not explain), its lines printed unless
+    ``quiet``."""
+    from ..catalog.damage import check_root
+    from ..pipeline.repair import quarantined_runs
+
     report = check_root(root)
     known = quarantined_runs(root)
     mismatches = {k: v for k, v in report.count_mismatches.items() if k not in known}
+    if quiet:
+        return report, mismatches
     for line in report.lines():
         click.echo(line)
     for run_id, task in sorted(k for k in report.count_mismatches if k in known):
         click.echo(f"run {run_id} task {task}: rows short because its damaged file was quarantined (see "
                    f"{Path(root) / '_quarantine' / 'repairs.jsonl'}); `spec-vet run --incremental` vets them again")
-    if not report.damaged and not mismatches:
+    if not report.damaged and not mismatches and not report.records:
         click.echo(f"{root}: {report.files_checked} file(s) checked, all readable; row counts agree with the "
                    "manifests")
-        return
-    if not repair:
-        click.echo(f"{root}: {len(report.damaged)} damaged file(s), {len(mismatches)} count mismatch(es); "
-                   + REPAIR_HINT.format(root=root), err=True)
-        sys.exit(1)
-    with RootLock(Path(root)):  # no run may write while files move
-        actions = repair_root(root)
-    for line in actions:
-        click.echo(f"repaired: {line}")
-    after = check_root(root)
-    if after.damaged:
-        for d in after.damaged:
-            click.echo(f"still damaged: {d.line()}", err=True)
-        sys.exit(1)
-    click.echo(f"{root}: repaired; rerun `spec-vet run ... --incremental` to vet the lost pairs again")
+    return report, mismatches

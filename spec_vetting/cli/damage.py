@@ -7,8 +7,10 @@ import click
 
 def warn_damaged(root) -> list:
     """Name every damaged file under ``root`` on stderr (the reading goes on without them); returns them."""
-    from ..catalog.damage import damage_report, damaged_files, rows_not_counted
+    from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files, damaged_records, rows_not_counted
 
+    for record in damaged_records(root):
+        click.echo(f"warning: {record.line()}; {REPAIR_HINT.format(root=root)}", err=True)
     damaged = damaged_files(root)
     if not damaged:
         return []

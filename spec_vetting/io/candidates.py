@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..errors import CandidateListError, SpectrumReadError
+from ..errors import CandidateListError, CandidateRowError, SpectrumReadError
 from ..labels import LABEL_HINT, LabelValueError, parse_label
 from ..spectrum import Spectrum, SpectrumMeta
 
@@ -103,6 +103,9 @@ class Candidate(BaseModel):
     #: evidence values of this run's cross-matches (``gaia_*``, ``NAME_*``), filled before inspection
     evidence: dict[str, Any] = {}
     source: str | None = None
+    #: why this row cannot be vetted as listed (its id empty or not printable, or its pair listed again): reading it
+    #: raises :class:`CandidateRowError`, so the pair is one ERROR row naming the cause and the list goes on
+    refused: str | None = None
 
     def load_initial_image(self) -> bytes | None:
         """The list's own full-view PNG for this candidate (a SpecVI-Bench row's ``images``), None when it has none.
@@ -117,6 +120,8 @@ class Candidate(BaseModel):
 
     def load_spectrum(self) -> Spectrum:
         """Read this candidate's spectrum; every failure is a :class:`SpectrumReadError` naming file and target."""
+        if self.refused is not None:
+            raise CandidateRowError(self.source or self.candidate_id, self.refused)
         if self.inline is not None:
             return _inline_spectrum(self)
         if not self.path:
@@ -317,15 +322,17 @@ def _find_columns(names: list[str], path: Path) -> dict[str, str]:
     return found
 
 
-def _refuse_control_characters(cid: str, path: Path, row: int) -> None:
-    """A candidate id with a control character (NUL, newline, escape ...) is refused: export formats disagree on
-    them (VOTable drops NUL, FITS/ECSV/CSV keep it), so the same id would not be the same id everywhere."""
+def _control_character_refusal(cid: str) -> tuple[str, str | None]:
+    """(the id to record, why the row is refused or None). An id with a control character (NUL, newline, escape
+    ...) cannot be vetted as given: export formats disagree on them (VOTable drops NUL, FITS/ECSV/CSV keep it), so
+    the same id would not be the same id everywhere. Its row is recorded under the id with each control character
+    written as ``\\uXXXX`` (printable everywhere), as an ERROR row saying so."""
     bad = next((c for c in cid if unicodedata.category(c) == "Cc"), None)
-    if bad is not None:
-        raise CandidateListError(
-            path, f"candidate_id {cid!r} holds the control character U+{ord(bad):04X}", row=row,
-            hint="candidate ids must be printable text; fix the id (or the file name it is made from) in the list",
-        )
+    if bad is None:
+        return cid, None
+    shown = "".join(f"\\u{ord(c):04X}" if unicodedata.category(c) == "Cc" else c for c in cid)
+    return shown, (f"candidate_id {shown} holds the control character U+{ord(bad):04X}; candidate ids must be "
+                   "printable text: fix the id (or the file name it is made from) in the list")
 
 
 def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind: str) -> list[Candidate]:
@@ -342,9 +349,15 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
         cid = _as_text(r.get(cols["candidate_id"])) if "candidate_id" in cols else None
         task = _as_text(r.get(cols["task"])) if "task" in cols else None
         redrock = _as_text(r.get(cols["redrock"])) if "redrock" in cols else None
+        refused = None
+        if cid is None and "candidate_id" in cols:
+            # the list has ids: an empty one is this row's error, not an id guessed from the file name
+            cid = f"(no id) {path.name} row {i}"
+            refused = (f"its {cols['candidate_id']} cell is empty: give the row an id (with an id column the id is "
+                       "not made from the file name)")
         generated.append(cid is None)
         cid = cid if cid is not None else default_candidate_id(spec_path, target)
-        _refuse_control_characters(cid, path, i)
+        cid, refused = (cid, refused) if refused else _control_character_refusal(cid)
         cands.append(
             Candidate(
                 candidate_id=cid,
@@ -358,6 +371,7 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
                 mjd=_as_number(r.get(cols["mjd"]), "mjd", path, i) if "mjd" in cols else None,
                 given_evidence=_given_evidence(names, r, path, i),
                 source=f"{path} ({kind} row {i})",
+                refused=refused,
             )
         )
     _dedupe_generated(cands, generated)

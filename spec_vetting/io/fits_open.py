@@ -54,16 +54,45 @@ def card_value(card: bytes) -> str:
     return value.decode("ascii", "replace").strip()
 
 
-def _data_bytes(cards: dict[bytes, str], hdu: int, path: str) -> int:
-    """Bytes of data (padding not counted) that HDU ``hdu``'s header announces, from its size keywords."""
+#: what the FITS standard allows (4.0, section 4.4.1): BITPIX values, and at most 999 axes
+BITPIX_VALUES = (8, 16, 32, 64, -32, -64)
+MAX_NAXIS = 999
+
+
+def _size_keyword(cards: dict[bytes, str], key: bytes, default: str, hdu: int, path: str) -> int:
+    text = cards.get(key, default)
+    if len(text) > 20:  # a FITS integer fits in 20 characters; a longer one is garbage (and int() of it is slow)
+        raise SpectrumReadError(path, f"HDU {hdu} has an impossible {key.decode()} ({text[:24]}...: "
+                                f"{len(text)} characters)", hint="the header is damaged; download the file again")
     try:
-        bitpix = abs(int(cards.get(b"BITPIX", "8")))
-        naxis = int(cards.get(b"NAXIS", "0"))
-        dims = [int(cards.get(b"NAXIS%d" % (k + 1), "0")) for k in range(naxis)]
-        pcount = int(cards.get(b"PCOUNT", "0"))
-        gcount = int(cards.get(b"GCOUNT", "1"))
-    except ValueError as exc:
-        raise SpectrumReadError(path, f"HDU {hdu} has an unreadable size keyword ({exc})") from None
+        return int(text)
+    except ValueError:
+        raise SpectrumReadError(path, f"HDU {hdu} has an unreadable size keyword {key.decode()} = {text!r}",
+                                hint="the header is damaged; download the file again") from None
+
+
+def _data_bytes(cards: dict[bytes, str], hdu: int, path: str) -> int:
+    """Bytes of data (padding not counted) that HDU ``hdu``'s header announces, from its size keywords, each checked
+    against what the FITS standard allows before anything is computed from it (a header asking for 99,999,999 axes
+    or a 70-digit BITPIX is refused here, not allocated by a back end)."""
+    def bad(what: str) -> SpectrumReadError:
+        return SpectrumReadError(path, f"HDU {hdu} has {what}", hint="the header is damaged; download the file again")
+
+    bitpix = _size_keyword(cards, b"BITPIX", "8", hdu, path)
+    if bitpix not in BITPIX_VALUES:
+        raise bad(f"an impossible BITPIX = {bitpix} (FITS allows {', '.join(map(str, BITPIX_VALUES))})")
+    naxis = _size_keyword(cards, b"NAXIS", "0", hdu, path)
+    if not 0 <= naxis <= MAX_NAXIS:
+        raise bad(f"an impossible NAXIS = {naxis} (FITS allows 0 to {MAX_NAXIS})")
+    dims = [_size_keyword(cards, b"NAXIS%d" % (k + 1), "0", hdu, path) for k in range(naxis)]
+    negative = next((k for k, d in enumerate(dims) if d < 0), None)
+    if negative is not None:
+        raise bad(f"a negative axis length NAXIS{negative + 1} = {dims[negative]}")
+    pcount = _size_keyword(cards, b"PCOUNT", "0", hdu, path)
+    gcount = _size_keyword(cards, b"GCOUNT", "1", hdu, path)
+    if pcount < 0 or gcount < 0:
+        raise bad(f"a negative {'PCOUNT' if pcount < 0 else 'GCOUNT'}")
+    bitpix = abs(bitpix)
     if naxis == 0:
         return 0
     n = 1

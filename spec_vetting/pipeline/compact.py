@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..catalog import crash_points
 from ..catalog.current import rebuild_current, update_current
 from ..catalog.healpix import healpix29_array
 from ..catalog.read import list_runs, parquet_dataset, read_manifest
@@ -131,6 +132,7 @@ class _Sink:
             os.fsync(fh.fileno())
         os.replace(self.tmp, self.final)
         self.written.append(self.final)
+        crash_points.reached("compact:file-written")
         self.writer, self.tmp, self.final, self.file_bytes = None, None, None, 0
 
     def close(self) -> list[Path]:
@@ -425,11 +427,10 @@ def compact_root(root) -> dict:
     files; current/ is only rebuilt when it is missing while the catalog has verdicts (an older root). Runs that
     are compacted already are left as they are; running it twice changes nothing."""
     from ..catalog.read import table_files
-    from .rollup import recover
+    from .rollup import recover_root
 
     root = Path(root)
-    for table in TABLES:  # merges of small nights a crash interrupted (one listing of the date folders)
-        recover(root, table)
+    recovered = recover_root(root)  # what a crash left of a merge or a write (listings; no file opened when none)
     done_runs = []
     for run in list_runs(root):
         run_id = run["run_id"]
@@ -470,8 +471,10 @@ def compact_root(root) -> dict:
         for r in done_runs:
             update_current(root, r["run_id"], r["run_date"])
         current = "updated" if done_runs else None
+    if done_runs:  # a finished run compacted again (a crash before its parts were removed): merged now
+        recovered += recover_root(root)
     # current: what happened to current/ ("rebuilt" when it was missing, "updated" with the runs compacted, None)
-    return {"root": str(root), "compacted": done_runs, "current": current}
+    return {"root": str(root), "compacted": done_runs, "current": current, "recovered": recovered}
 
 
 def _has_hive_files(root: Path, run_date: str | None) -> bool:

@@ -83,6 +83,7 @@ def build_plan(candidates: list, run_tasks: list[str], resolve_task) -> Plan:
             f"{len(missing_task)} candidate(s) have no task and the run names none ({shown}); "
             "give --task T (or `tasks:` in the job file), or a task column in the candidate list"
         )
+    items = _later_duplicates_refused(items)
     dup = [k for k, n in Counter(i.key for i in items).items() if n > 1]
     if dup:
         shown = ", ".join(f"{c}/{t}" for c, t in dup[:5]) + (" ..." if len(dup) > 5 else "")
@@ -92,6 +93,28 @@ def build_plan(candidates: list, run_tasks: list[str], resolve_task) -> Plan:
         )
     tasks = sorted({i.task for i in items}, key=lambda t: (wanted.index(t) if t in wanted else len(wanted), t))
     return Plan(items=items, skipped_task_not_selected=skipped, tasks=tasks)
+
+
+def _later_duplicates_refused(items: list[WorkItem]) -> list[WorkItem]:
+    """A (candidate, task) pair listed again is that later row's ERROR, not the night's: the later row is vetted
+    under an id of its own that names where it was listed, and reading it raises the reason (the candidate's
+    ``refused``). Candidates that cannot carry a reason (a caller's own objects) stay as they are, and
+    :func:`build_plan` refuses the duplicates as before."""
+    first: dict[tuple[str, str], Any] = {}
+    out = []
+    for item in items:
+        seen = first.get(item.key)
+        copy = getattr(item.candidate, "model_copy", None)
+        if seen is None or copy is None or "refused" not in type(item.candidate).model_fields:
+            first.setdefault(item.key, item.candidate)
+            out.append(item)
+            continue
+        cid, where = item.key[0], getattr(item.candidate, "source", None) or "a later row"
+        reason = (f"candidate {cid} is listed again for task {item.task} (first at "
+                  f"{getattr(seen, 'source', None) or 'an earlier row'}); the first row is vetted, this one is not: "
+                  "drop it or give it an id of its own")
+        out.append(WorkItem(copy(update={"candidate_id": f"{cid} (again: {where})", "refused": reason}), item.task))
+    return out
 
 
 def _item_fingerprint(item: WorkItem) -> str:

@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..catalog import crash_points
 from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..catalog.read import read_manifest, runs_dir
 from ..catalog.schema import RUNS_DIR
 from ..engines import create_engine, engine_class, engine_in_flight_slots, engine_options
-from ..errors import ConfigError, RunNotStartedError, SpecVettingError
+from ..errors import ConfigError, EngineError, RunNotStartedError, SpecVettingError
 from ..types import EngineIdentity
 from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
@@ -33,10 +34,10 @@ from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
-from .rollup import merge_small_run
+from .rollup import merge_small_run, recover_root
 from .shard import ShardSpec, renderer_version, run_shard, task_for
 from .slots import gate_spec
-from .store import RunStore, write_json_atomic, write_latest_pointer
+from .store import RunStore, mark_failed_in_place, write_json_atomic, write_latest_pointer
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,8 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
 
     try:
         return asyncio.run(probe())
+    except EngineError as exc:  # no endpoint healthy, a probe cut at its deadline ...: before any run exists
+        raise RunNotStartedError(f"the {name} engine could not start: {exc}") from exc
     except SpecVettingError:
         raise
     except Exception as exc:
@@ -438,11 +441,13 @@ def run_job(
     # every evidence catalog opened and checked before anything is started (a bad one: ConfigError, exit 2)
     opened = open_sources(job.evidence)
     name = job.engine.resolved_name
-    # the engine is asked who it is before anything is written: a refused or failed start leaves no folder, no lock
+    # the engine's start-up probes (health, model, template, sampling), each bounded by the request deadline, before
+    # the root is touched or locked: a refused or failed start leaves no folder and does not hold the next night up
     identity = _identity_before_start(job, name)
     check_fidelity(job, identity, echo)
     lock = _claim_root(root)
     try:
+        _recover(root, echo)
         rversion = renderer_version()
         task_cache: dict = {}
         shard_size = auto_shard_size(job, len(plan.items))
@@ -531,6 +536,7 @@ def run_job(
         # only finished shards' rows reach the catalog: compacted into few files, then folded into current/
         t_compact = time.perf_counter()
         summary["compaction"], reason = attempt.update_catalog(set(markers) & shard_ids)
+        crash_points.reached("fold:done")
         if reason:
             return RunOutcome(run_id, run_date, str(root), "catalog_update_failed", bool(previous), summary, [reason])
         summary["compaction"]["wall_s"] = round(time.perf_counter() - t_compact, 3)
@@ -541,7 +547,7 @@ def run_job(
         summary["throughput_per_s"] = round(done_now / wall, 3) if wall > 0 else None
         summary["skipped_incremental"] = skipped_incremental
         finish_manifest(manifest, summary, wall_s=wall, inspections=done_now, failures=failures)
-        write_json_atomic(store.manifest_path, manifest)
+        _write_end(store, manifest)
         if failures:
             runlog.write("ERROR", f"FAILED run {run_id}: {len(failures)} shard(s) failed; first: {failures[0]}")
             return RunOutcome(run_id, run_date, str(root), "failed", bool(previous), summary, failures)
@@ -559,7 +565,9 @@ def run_job(
             return RunOutcome(run_id, run_date, str(root), "error_rate_exceeded", bool(previous), summary, [msg])
         write_json_atomic(store.manifest_path, manifest)
         write_latest_pointer(root, run_id)
+        crash_points.reached("finished")
         store.remove_parts()  # compacted, and the run is finished: nothing reads them any more
+        crash_points.reached("parts-removed")
         _merge_small_files(root, run_id, run_date, runlog, job.merge_small_nights)
         runlog.write(
             "INFO",
@@ -569,6 +577,18 @@ def run_job(
         return RunOutcome(run_id, run_date, str(root), "finished", bool(previous), summary)
     finally:
         lock.release()
+
+
+def _recover(root: Path, echo) -> None:
+    """What a crash left of an earlier run's end (a month merge, a write) finished before this run writes
+    (:func:`.rollup.recover_root`); a failure here is said and the run goes on (the files stay as they were)."""
+    try:
+        for line in recover_root(root):
+            echo(f"recovered: {line}")
+    except Exception as exc:  # noqa: BLE001 - see above
+        log.warning("recovering what a crash left under %s failed: %s", root, exc, exc_info=True)
+        echo(f"warning: recovering what a crash left under {root} failed ({_one_line(exc)}); "
+             f"`spec-vet catalog compact {root}` tries again")
 
 
 def _merge_small_files(root: Path, run_id: str, run_date: str, runlog, wanted: bool) -> None:
@@ -611,10 +631,11 @@ def _warn_damaged(root: Path, echo, runlog) -> None:
         runlog.write("WARNING", line)
 
 
-def _catalog_update_failure(root: Path, exc: Exception) -> str:
+def _catalog_update_failure(root: Path, exc: Exception, n_done: int, n_shards: int) -> str:
     """The one-line reason a run's compaction or current-view update failed, naming the damaged files when that
-    is the cause, and what to do."""
-    what = "the verdicts were written but the catalog could not be updated"
+    is the cause, and what to do; how many shards did write their verdicts (staged), not a blanket "written"."""
+    what = (f"{n_done} of {n_shards} shard(s) wrote their verdicts (staged, kept for the rerun) but the catalog "
+            "could not be updated")
     damaged = damaged_files(root)
     if damaged:
         return (f"{what}: {'; '.join(d.line() for d in damaged)} ({_one_line(exc)}); "
@@ -649,21 +670,37 @@ class _Attempt:
         try:
             return compact_and_update(store.root, store.run_id, store.run_date, done), None
         except Exception as exc:
-            reason = _catalog_update_failure(Path(store.root), exc)
+            reason = _catalog_update_failure(Path(store.root), exc, len(done), len(self.shards))
             _record_failure(store, self.manifest, self.runlog, store.run_id, reason)
             return {}, reason
 
 
-def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason: str) -> None:
-    """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`)."""
+def _write_end(store: RunStore, manifest: dict) -> None:
+    """The manifest at the attempt's end; when a full disk refuses it, its status is still turned from running to
+    failed in place before the error goes on up."""
     try:
-        runlog.write("ERROR", f"FAILED run {run_id}: {reason}")
-        manifest["status"] = "failed"
-        manifest["failures"] = [reason]
-        manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
+        write_json_atomic(store.manifest_path, manifest)
+    except OSError:
+        mark_failed_in_place(store.manifest_path)
+        raise
+
+
+def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason: str) -> None:
+    """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`):
+    each written on its own, the manifest first; a full disk that refuses the manifest's rewrite still gets its
+    status turned to failed in place (:func:`.store.mark_failed_in_place`)."""
+    manifest["status"] = "failed"
+    manifest["failures"] = [reason]
+    manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
+    try:
         write_json_atomic(store.manifest_path, manifest)
     except Exception:  # the failure itself must still reach the command line
         log.debug("could not record the failure", exc_info=True)
+        mark_failed_in_place(store.manifest_path)
+    try:
+        runlog.write("ERROR", f"FAILED run {run_id}: {reason}")
+    except Exception:
+        log.debug("could not write the failure to run.log", exc_info=True)
 
 
 def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, shards, runlog, run_id: str) -> None:

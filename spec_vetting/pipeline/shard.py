@@ -145,16 +145,31 @@ async def _inspect(spec: ShardSpec, engine: Engine, task, ctx: InspectionContext
     return await run_inspection(ctx, task, engine, **kwargs)
 
 
+#: file -> set when its read abandoned at the timeout ends: while it runs, the file is not read again in this process
+_ABANDONED: dict[str, threading.Event] = {}
+
+
 async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
     """``fn()`` in a daemon thread, awaited for at most ``timeout_s`` seconds (None = no limit).
 
     A daemon thread and not the loop's executor: a read stuck in the kernel (a stale NFS mount, a device) cannot
     be cancelled, and a stuck executor thread would also block the worker's exit. Past the timeout the caller gets
-    :class:`~spec_vetting.errors.ReadTimeoutError` and the thread is left behind to finish or not.
+    :class:`~spec_vetting.errors.ReadTimeoutError` and the thread is left behind to finish or not. While it runs,
+    another read of the same file (``what``: another row naming it) fails at once instead of starting one more
+    thread that would block the same way: a list with hundreds of rows on one stuck file costs one timeout and one
+    thread per worker process, not one of each per row.
     """
     from ..errors import ReadTimeoutError
 
+    stuck = _ABANDONED.get(what)
+    if stuck is not None:
+        if not stuck.is_set():
+            raise ReadTimeoutError(what, f"an earlier read of this file passed the {timeout_s:g} s read timeout and "
+                                   "has not ended: not read again while it runs",
+                                   hint="check the file system; the pair is retried next run")
+        _ABANDONED.pop(what, None)
     loop = asyncio.get_running_loop()
+    ended = threading.Event()
     fut: asyncio.Future = loop.create_future()
 
     def deliver(result, exc) -> None:
@@ -166,6 +181,8 @@ async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
             result, error = fn(), None
         except BaseException as exc:  # noqa: BLE001 - handed to the awaiting coroutine
             result, error = None, exc
+        finally:
+            ended.set()
         try:
             loop.call_soon_threadsafe(deliver, result, error)
         except RuntimeError:  # the loop is gone (the read outlived its timeout and the shard): nobody waits
@@ -175,6 +192,8 @@ async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
     try:
         return await asyncio.wait_for(fut, timeout_s)
     except TimeoutError:
+        if not ended.is_set():
+            _ABANDONED[what] = ended
         raise ReadTimeoutError(what, f"reading the spectrum took more than {timeout_s:g} s (stale network mount or "
                                "a file that blocks?)",
                                hint="check the file system; the pair is retried next run") from None

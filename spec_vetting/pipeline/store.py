@@ -149,6 +149,25 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     write_bytes_atomic(path, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
 
+def mark_failed_in_place(path: Path) -> bool:
+    """Turn a manifest's ``"status": "running"`` into ``"status": "failed" `` by overwriting those bytes where they
+    are (same length, so no new disk block is needed): what is left when a full disk refuses the manifest's
+    rewrite, so that it is never left saying running. False when the file does not say running."""
+    running, failed = b'"status": "running"', b'"status": "failed" '
+    try:
+        with open(path, "r+b") as fh:
+            at = fh.read().find(running)
+            if at < 0:
+                return False
+            fh.seek(at)
+            fh.write(failed)
+            fh.flush()
+            os.fsync(fh.fileno())
+        return True
+    except OSError:
+        return False
+
+
 def write_parquet_atomic(path: Path, table: pa.Table) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_name(path)

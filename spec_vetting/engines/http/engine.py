@@ -29,7 +29,7 @@ from ...engine_interface import Engine, EngineSession, SlotGate
 from ...errors import ConfigError, EndpointUnavailableError, EngineError
 from ...types import EngineIdentity, EngineReply, EngineSettings, InspectionContext, Message, Sampling
 from . import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
-from .fidelity import check_rendering, check_sampling
+from .fidelity import check_rendering, check_sampling, within
 from .redact import redact_secret
 from .retry import (
     DEFAULT_MAX_RETRIES,
@@ -51,6 +51,10 @@ from .wire import (
 )
 
 log = logging.getLogger(__name__)
+
+#: a start-up probe (model list, model info, template check, sampling probe) or a token count is cut at the
+#: request deadline, and at this at most: they are small requests a healthy server answers at once
+PROBE_DEADLINE_S = 30.0
 
 #: a request that timed out (the server accepted it and never answered) is tried this many more times, not
 #: ``max_retries``: a hung server does not answer the third time either (4 x 300 s x 3 attempts was an hour)
@@ -234,8 +238,14 @@ class OpenAIEngine(Engine):
             client, self._client = self._client, None
             await client.aclose()
 
-    async def _get_json(self, url: str) -> Any:
-        r = await self._client.get(url, headers=self._auth_headers(), timeout=min(self.timeout.read or 30, 30))
+    @property
+    def probe_deadline_s(self) -> float:
+        """The whole-request deadline of a start-up probe or a token count: the request deadline, at most 30 s."""
+        return min(self.request_deadline_s, PROBE_DEADLINE_S)
+
+    async def _get_json(self, url: str, what: str) -> Any:
+        r = await within(self.probe_deadline_s, url, what, self._client.get(
+            url, headers=self._auth_headers(), timeout=min(self.timeout.read or 30, 30)))
         if r.status_code != 200:
             return None
         try:
@@ -246,7 +256,7 @@ class OpenAIEngine(Engine):
     async def _resolve_identity(self, base: str) -> None:
         info: dict[str, Any] = {"endpoints": list(self.endpoints)}
         try:
-            ids = model_ids(await self._get_json(f"{base}/models"))
+            ids = model_ids(await self._get_json(f"{base}/models", "the model list"))
         except httpx.HTTPError as exc:
             ids = []
             log.warning("GET %s/models failed: %s", base, exc)
@@ -257,7 +267,7 @@ class OpenAIEngine(Engine):
                                   kind="no_model", endpoint=base)
             self.model = ids[0]
         try:
-            extra = await self._get_json(f"{server_root(base)}/get_model_info")
+            extra = await self._get_json(f"{server_root(base)}/get_model_info", "the model info")
         except httpx.HTTPError:
             extra = None
         if isinstance(extra, dict):
@@ -275,12 +285,14 @@ class OpenAIEngine(Engine):
         if key in self._token_counts:
             return self._token_counts[key]
         try:
-            r = await self._client.post(f"{server_root(endpoint)}/tokenize", headers=self._auth_headers(),
-                                        json={"model": self.model, "prompt": text, "add_special_tokens": False},
-                                        timeout=min(self.timeout.read or 30, 30))
+            url = f"{server_root(endpoint)}/tokenize"
+            r = await within(self.probe_deadline_s, url, "a token count", self._client.post(
+                url, headers=self._auth_headers(), json={"model": self.model, "prompt": text,
+                                                         "add_special_tokens": False},
+                timeout=min(self.timeout.read or 30, 30)))
             count = r.json().get("count") if r.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError):
-            count = None
+        except (httpx.HTTPError, ValueError, AttributeError, EngineError):
+            count = None  # cut at the deadline too: this endpoint's turns are estimated
         if not isinstance(count, int):
             self._no_tokenize.add(endpoint)  # asked once: this endpoint's turns are estimated
             return None
@@ -296,8 +308,10 @@ class OpenAIEngine(Engine):
         headers = self._auth_headers()
 
         async def one(e: str) -> dict[str, Any]:
-            rendering, sampling = await asyncio.gather(check_rendering(self._client, e, self.model, headers=headers),
-                                                       check_sampling(self._client, e, self.model, headers=headers))
+            deadline = self.probe_deadline_s
+            rendering, sampling = await asyncio.gather(
+                check_rendering(self._client, e, self.model, headers=headers, deadline_s=deadline),
+                check_sampling(self._client, e, self.model, headers=headers, deadline_s=deadline))
             return {"rendering": rendering, "sampling": sampling}
 
         return dict(zip(endpoints, await asyncio.gather(*(one(e) for e in endpoints)), strict=True))

@@ -13,12 +13,14 @@ turn, an image-less tool answer, a second assistant turn) but no picture: image 
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from ...chat_stream import trained_stream_text
+from ...errors import EngineError
 from ...protocol import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN, system_text
 from ...types import Message, Sampling, TextPart
 from .routing import server_root
@@ -58,6 +60,21 @@ class RenderingCheck:
                 "trained_tokens": self.trained_tokens}
 
 
+async def within(deadline_s: float | None, url: str, what: str, request):
+    """``await request`` (one whole httpx request: connect, headers, body) cut at ``deadline_s``: a server that
+    trickles its reply a byte at a time passes every per-read timeout. Past it: :class:`EngineError` naming the
+    endpoint, what was asked and the seconds (``kind="probe_timeout"``)."""
+    if deadline_s is None:
+        return await request
+    try:
+        async with asyncio.timeout(deadline_s):
+            return await request
+    except TimeoutError:
+        raise EngineError(f"{url} ({what}): no complete reply within the {deadline_s:g} s request deadline; the "
+                          "server accepts but does not answer in time: check it (or raise --timeout)",
+                          kind="probe_timeout", endpoint=url) from None
+
+
 def _tokens(data: Any) -> list[int] | None:
     tokens = data.get("tokens") if isinstance(data, dict) else None
     if isinstance(tokens, list) and all(isinstance(t, int) for t in tokens):
@@ -66,9 +83,10 @@ def _tokens(data: Any) -> list[int] | None:
 
 
 async def _detokenize(client: httpx.AsyncClient, root: str, model: str | None, tokens: list[int],
-                      headers: dict) -> str | None:
+                      headers: dict, deadline_s: float | None) -> str | None:
     try:
-        r = await client.post(f"{root}/detokenize", json={"model": model, "tokens": tokens}, headers=headers)
+        r = await within(deadline_s, f"{root}/detokenize", "the chat template check", client.post(
+            f"{root}/detokenize", json={"model": model, "tokens": tokens}, headers=headers))
     except httpx.HTTPError:
         return None
     data = r.json() if r.status_code == 200 else None
@@ -77,19 +95,21 @@ async def _detokenize(client: httpx.AsyncClient, root: str, model: str | None, t
 
 
 async def check_rendering(client: httpx.AsyncClient, base_url: str, model: str | None, *,
-                          headers: dict | None = None) -> RenderingCheck:
-    """Compare the server's rendering of :func:`probe_messages` with training's stream, token for token."""
+                          headers: dict | None = None, deadline_s: float | None = None) -> RenderingCheck:
+    """Compare the server's rendering of :func:`probe_messages` with training's stream, token for token. Each
+    request is cut at ``deadline_s`` (:func:`within`: EngineError naming the endpoint and the seconds)."""
     headers = headers or {}
     root = server_root(base_url)
     messages = probe_messages()
+    url, what = f"{root}/tokenize", "the chat template check"
     try:
-        served = await client.post(f"{root}/tokenize", headers=headers, json={
-            "model": model, "messages": messages_to_wire(messages), "add_generation_prompt": True})
+        served = await within(deadline_s, url, what, client.post(url, headers=headers, json={
+            "model": model, "messages": messages_to_wire(messages), "add_generation_prompt": True}))
         if served.status_code in (404, 405):
             return RenderingCheck(None, f"{root}/tokenize does not exist here: the chat template cannot be checked "
                                         "(start the server with --chat-template deploy/chat_template.jinja)")
-        trained = await client.post(f"{root}/tokenize", headers=headers, json={
-            "model": model, "prompt": trained_stream_text(messages), "add_special_tokens": False})
+        trained = await within(deadline_s, url, what, client.post(url, headers=headers, json={
+            "model": model, "prompt": trained_stream_text(messages), "add_special_tokens": False}))
     except httpx.HTTPError as exc:
         return RenderingCheck(None, f"{root}/tokenize did not answer ({type(exc).__name__}): rendering not checked")
     a = _tokens(served.json()) if served.status_code == 200 else None
@@ -101,8 +121,8 @@ async def check_rendering(client: httpx.AsyncClient, base_url: str, model: str |
     if a == b:
         return RenderingCheck(True, f"renders training's token stream exactly ({len(a)} tokens)", len(a), len(b))
     k = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
-    served_text = await _detokenize(client, root, model, a[max(0, k - 6):k + 4], headers)
-    trained_text = await _detokenize(client, root, model, b[max(0, k - 6):k + 4], headers)
+    served_text = await _detokenize(client, root, model, a[max(0, k - 6):k + 4], headers, deadline_s)
+    trained_text = await _detokenize(client, root, model, b[max(0, k - 6):k + 4], headers, deadline_s)
     where = (f"; served {served_text!r} where training had {trained_text!r}"
              if served_text is not None and trained_text is not None else "")
     turns = sum(m.role == "assistant" for m in messages)
@@ -136,7 +156,7 @@ class SamplingCheck:
 
 
 async def check_sampling(client: httpx.AsyncClient, base_url: str, model: str | None, *,
-                         headers: dict | None = None) -> SamplingCheck:
+                         headers: dict | None = None, deadline_s: float | None = None) -> SamplingCheck:
     """Chat completions of one token carrying training's sampling; a 4xx naming pinned fields names them refused,
     and the probe is repeated without them (a server names one field at a time) until it is taken."""
     fields = pinned_sampling()
@@ -146,8 +166,8 @@ async def check_sampling(client: httpx.AsyncClient, base_url: str, model: str | 
         body = {"model": model, "messages": [{"role": "user", "content": "ok"}], "max_tokens": 1, "stream": False,
                 **{k: v for k, v in fields.items() if k not in refused}}
         try:
-            r = await client.post(f"{base_url}/chat/completions", json=body,
-                                  headers={**(headers or {}), PROBE_HEADER: "sampling"})
+            r = await within(deadline_s, f"{base_url}/chat/completions", "the sampling probe", client.post(
+                f"{base_url}/chat/completions", json=body, headers={**(headers or {}), PROBE_HEADER: "sampling"}))
         except httpx.HTTPError as exc:
             return SamplingCheck(None, refused, f"the sampling probe did not answer ({type(exc).__name__})")
         if r.status_code == 200:

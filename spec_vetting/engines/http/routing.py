@@ -74,21 +74,29 @@ class EndpointState:
 
 async def probe_health(client: httpx.AsyncClient, base_url: str, *, headers: dict | None = None,
                        timeout_s: float = HEALTH_TIMEOUT_S) -> tuple[bool, str | None]:
-    """(healthy, why not). ``GET /health`` at the root; a server without it is asked ``GET {base}/models``."""
+    """(healthy, why not). ``GET /health`` at the root; a server without it is asked ``GET {base}/models``. Each
+    request is bounded as a whole by ``timeout_s`` (a reply trickled a byte at a time passes httpx's per-read
+    timeout)."""
     root = server_root(base_url)
     try:
-        r = await client.get(f"{root}/health", headers=headers, timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):
+            r = await client.get(f"{root}/health", headers=headers, timeout=timeout_s)
         if r.status_code == 200:
             return True, None
         if r.status_code not in (404, 405):
             return False, f"GET {root}/health answered HTTP {r.status_code}"
+    except TimeoutError:
+        return False, f"GET {root}/health: no complete reply within {timeout_s:g} s"
     except httpx.HTTPError as exc:
         return False, f"GET {root}/health failed: {_transport_failure(exc, timeout_s)}"
     try:
-        r = await client.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
+        async with asyncio.timeout(timeout_s):
+            r = await client.get(f"{base_url.rstrip('/')}/models", headers=headers, timeout=timeout_s)
         if r.status_code == 200:
             return True, None
         return False, f"GET {base_url}/models answered HTTP {r.status_code}"
+    except TimeoutError:
+        return False, f"GET {base_url}/models: no complete reply within {timeout_s:g} s"
     except httpx.HTTPError as exc:
         return False, f"GET {base_url}/models failed: {_transport_failure(exc, timeout_s)}"
 

@@ -1,0 +1,58 @@
+"""A night's list with hundreds of rows on files with hostile headers (issue 34, item 6): a real `spec-vet run`
+(rules engine, CPU) finishes in bounded time and memory with one ERROR row per hostile row, naming the keyword, and
+the good rows vetted. (10,000 rows: benchmarks/bench_hostile_headers.py.)"""
+
+from __future__ import annotations
+
+import resource
+import time
+
+import pyarrow.dataset as ds
+from test_pipeline_cli import _env, _examples, _run, _write_job
+
+HOSTILE = {  # file name -> the header's cards (then END), and what the ERROR row must name
+    "bitpix70.fits": (["SIMPLE  =                    T", "BITPIX  = " + "9" * 70, "NAXIS   =             99999999",
+                       "NAXIS1  =                   -5"], "BITPIX"),
+    "naxis.fits": (["SIMPLE  =                    T", "BITPIX  =                    8",
+                    "NAXIS   =             99999999"], "NAXIS"),
+    "huge.fits": (["SIMPLE  =                    T", "BITPIX  =                  -64", "NAXIS   =                    2",
+                   "NAXIS1  =          99999999999", "NAXIS2  =          99999999999"], "truncated"),
+}
+
+
+def write_hostile(folder) -> None:
+    for name, (cards, _) in HOSTILE.items():
+        (folder / name).write_bytes(b"".join(c.ljust(80).encode() for c in [*cards, "END"]).ljust(2880, b" "))
+
+
+def test_hundreds_of_rows_on_hostile_headers_end_as_one_error_row_each(tmp_path):
+    env = _env(tmp_path, fast_render=False)
+    examples = _examples(tmp_path, 6, env)
+    folder = examples.parent
+    write_hostile(folder)
+    header, *good = examples.read_text().strip().splitlines()
+    rows = [header] + good
+    per_file = 100
+    for name in HOSTILE:
+        rows += [f"bad-{name[:-5]}-{k},{name},,cv," for k in range(per_file)]
+    lst = folder / "night.csv"
+    lst.write_text("\n".join(rows) + "\n")
+    job = _write_job(tmp_path, [lst], tmp_path / "cat", engine={"name": "rules"}, tasks=["cv", "wd", "carbon"],
+                     shard_size=64)
+    t0 = time.monotonic()
+    r = _run(["run", job], env, timeout=300)
+    wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stderr
+    assert wall < 120, f"{wall:.0f} s"
+    peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child so far: the run
+    assert peak_kb < 1_000_000, f"peak {peak_kb / 1e3:.0f} MB"
+    got = ds.dataset(tmp_path / "cat" / "verdicts", format="parquet").to_table(
+        columns=["candidate_id", "verdict", "error_kind", "error_message"]).to_pylist()
+    bad = [x for x in got if x["candidate_id"].startswith("bad-")]
+    assert len(bad) == per_file * len(HOSTILE) == len({x["candidate_id"] for x in bad})  # one row each
+    for x in bad:
+        name = x["candidate_id"].split("-")[1] + ".fits"
+        assert x["verdict"] == "ERROR" and x["error_kind"] == "read_error", x
+        assert HOSTILE[name][1] in x["error_message"] and name in x["error_message"], x
+    assert {x["candidate_id"] for x in got} - {x["candidate_id"] for x in bad} == {
+        ln.split(",")[0] for ln in good if ln.split(",")[3] in ("cv", "wd", "carbon")}
