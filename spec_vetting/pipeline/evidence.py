@@ -23,6 +23,8 @@ from typing import Any
 
 from ..errors import RunFailedError
 from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
+from ..evidence.lightcurve_match import light_curve_record, match_light_curves, open_light_curves
+from ..evidence.lightcurve_points import write_points
 from ..evidence.motion import mjd_from_name, mjd_to_jyear
 from ..evidence.sources import EvidenceSource
 from .store import write_parquet_atomic
@@ -33,7 +35,7 @@ NO_POSITION = "no ra/dec for the candidate"
 
 def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
     """Every source opened and checked (ConfigError naming the bad one): before the run starts anything."""
-    return [open_catalog(s) for s in sources]
+    return [open_light_curves(s) if s.light_curve is not None else open_catalog(s) for s in sources]
 
 
 def _catalog_identity(source: EvidenceSource) -> str:
@@ -165,6 +167,11 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
                 "key": np.arange(len(todo), dtype=np.int64),
                 "ra": [c.ra for _, c, _ in todo], "dec": [c.dec for _, c, _ in todo],
                 "jyear": [float(mjd_to_jyear(m)) if m is not None else math.nan for _, _, m in todo]})
+            if src.light_curve is not None:  # light curves (issue 38): summaries in the record, points aside
+                _light_curves(folder, run_id, oc, frame, todo, new, values)
+                counts["matched_now"] = len(todo)
+                todo = []
+        if todo:
             try:
                 found = match(oc, frame)
             except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
@@ -188,3 +195,25 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
                              "margin": oc.has_margin, "proper_motions": oc.has_pm, "cache": str(folder),
                              **counts, "wall_s": round(time.perf_counter() - t0, 3)}
     return summary
+
+
+def _light_curves(folder: Path, run_id: str, oc, frame, todo: list, new: dict, values: dict) -> None:
+    """The light-curve branch of :func:`attach_evidence`: summaries into the cache records, the good epochs into
+    the points file beside them (for the review page)."""
+    src = oc.source
+    try:
+        found = match_light_curves(oc, frame)
+    except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
+        raise RunFailedError(
+            f"evidence {src.name}: the light-curve match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
+            "check the catalog is reachable and rerun the same command to resume") from exc
+    none_within = f"no {src.name} light curve within {src.radius_arcsec:g} arcsec"
+    points = {}
+    for i, (key, cand, _) in enumerate(todo):
+        hit = found.get(i)
+        new[key] = light_curve_record(src, hit, None if hit is not None else none_within, searched=True)
+        values[str(cand.candidate_id)] = new[key]
+        if hit is not None and hit["points"]:
+            points[str(cand.candidate_id)] = (src.name, hit["points"])
+    _write_cache(folder, run_id, new)
+    write_points(folder, run_id, points)
