@@ -270,8 +270,9 @@
     s.appendChild(svg('title', {}, name + ' light curve'));
     s.appendChild(svg('text', {x: W / 2, y: 15, 'text-anchor': 'middle', 'font-size': 12}, name + ' light curve'));
     s.appendChild(svg('rect', {x: L, y: T, width: W - L - R, height: H - T - B, fill: 'none', stroke: '#888'}));
-    [t0, (t0 + t1) / 2, t1].forEach(function (t) {
-      s.appendChild(svg('text', {x: px(t), y: H - B + 13, 'text-anchor': 'middle', 'font-size': 10}, t.toFixed(0)));
+    [[t0, 'start'], [(t0 + t1) / 2, 'middle'], [t1, 'end']].forEach(function (tick) {
+      s.appendChild(svg('text', {x: px(tick[0]), y: H - B + 13, 'text-anchor': tick[1], 'font-size': 10},
+        tick[0].toFixed(0)));
     });
     [m0 + pad, (m0 + m1) / 2, m1 - pad].forEach(function (m) {
       s.appendChild(svg('text', {x: L - 4, y: py(m) + 3, 'text-anchor': 'end', 'font-size': 10}, m.toFixed(1)));
