@@ -8,6 +8,7 @@ temporary folder with nested-pandas + lsdb's ``to_hats``; nothing is downloaded.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -267,3 +268,40 @@ def test_any_name_with_light_curve_settings_and_a_nested_band(tmp_path):
     for band, sel in (("g", np.arange(60) % 2 == 0), ("r", np.arange(60) % 2 == 1)):
         want = oracle(t[sel], det["psfmag"].to_numpy()[sel], det["psfmagerr"].to_numpy()[sel], None)
         check({k: rec[f"ps_{band}_{k}"] for k in want}, want)
+
+
+def test_a_run_with_light_curves_fills_rows_caches_and_keeps_points(lc_catalog, tmp_path, monkeypatch):
+    from test_evidence_crossmatch import Cand
+
+    from spec_vetting.catalog.read import read_manifest, read_verdicts
+    from spec_vetting.evidence.lightcurve_points import read_points
+    from spec_vetting.pipeline import job_from_dict, runner
+
+    folder, curves = lc_catalog
+    cands = [Cand("steady", 10.0, 5.0), Cand("dn", 40.0, -10.0), Cand("nothing", 300.0, 0.0),
+             Cand("nopos", None, None)]
+    monkeypatch.setattr(runner, "load_all_candidates", lambda sources: cands)
+
+    def job(run_id, task):
+        return job_from_dict({
+            "candidates": ["unused.csv"], "tasks": [task], "out": str(tmp_path / "cat"), "engine": {"name": "rules"},
+            "cluster": {"processes": False, "workers": 1, "dashboard": False}, "evidence": [f"ztf={folder}"],
+            "run_id": run_id})
+
+    assert runner.run_job(job("night1", "cv"), progress=False, echo=lambda s: None).status == "finished"
+    rows = {r["candidate_id"]: r for r in read_verdicts(tmp_path / "cat").to_pylist()}
+    extra = {k: json.loads(r["evidence_extra"]) for k, r in rows.items() if r["evidence_extra"]}
+    by = {what: c for c, what in curves}
+    c = by["dwarf nova r"]
+    want = oracle(c.t, c.mag, c.err, None)
+    check({k: extra["dn"][f"ztf_r_{k}"] for k in want}, want)
+    assert extra["nothing"]["ztf_reason"] == "no ztf light curve within 1 arcsec"
+    assert extra["nothing"]["ztf_r_reason"] == "no ztf light curve within 1 arcsec"
+    assert extra["nopos"]["ztf_reason"] == "no ra/dec for the candidate"
+    assert set(read_points(tmp_path / "cat", ["steady", "dn", "nothing"])) == {"steady", "dn"}
+    ev = read_manifest(tmp_path / "cat", "night1")["evidence"]["ztf"]
+    assert ev["matched_now"] == 3 and ev["with_source"] == 2
+    # a later night under the same root: the cache answers, the catalog is not matched again
+    runner.run_job(job("night2", "wd"), progress=False, echo=lambda s: None)
+    ev = read_manifest(tmp_path / "cat", "night2")["evidence"]["ztf"]
+    assert ev["cached"] == 3 and ev["matched_now"] == 0
