@@ -305,3 +305,37 @@ def test_a_run_with_light_curves_fills_rows_caches_and_keeps_points(lc_catalog, 
     runner.run_job(job("night2", "wd"), progress=False, echo=lambda s: None)
     ev = read_manifest(tmp_path / "cat", "night2")["evidence"]["ztf"]
     assert ev["cached"] == 3 and ev["matched_now"] == 0
+
+
+def test_make_examples_light_curves_match_every_example_with_its_kind(tmp_path):
+    """`make demo`'s light curves: every example has g and r rows at its list position; Mira-like curves for the
+    giants, outbursts for the CVs but one steady CV, steady curves elsewhere, sparse ones for QSOs and galaxies."""
+    from click.testing import CliRunner
+
+    from spec_vetting.cli import main
+    from spec_vetting.evidence.lightcurve_match import match_light_curves, open_light_curves
+    from spec_vetting.fixtures.example_light_curves import CV_KINDS, LPV_KINDS, SPARSE_KINDS
+    from spec_vetting.fixtures.examples import plan_examples
+
+    ex = tmp_path / "ex"
+    r = CliRunner().invoke(main, ["make-examples", str(ex), "--n", "16", "--seed", "2", "--light-curves"])
+    assert r.exit_code == 0, r.output
+    listed = pd.read_csv(ex / "candidates-gaia.csv")
+    marker = json.loads((ex / ".spec-vet-examples.json").read_text())
+    assert any(f.startswith("ztf/") for f in marker["files"])
+    frame = pd.DataFrame({"key": np.arange(len(listed)), "ra": listed["ra"], "dec": listed["dec"]})
+    got = match_light_curves(open_light_curves(EvidenceSource.model_validate(f"ztf={ex / 'ztf'}")), frame)
+    kinds = [item["kind"] for item in plan_examples(16, 2)]
+    steady_cvs = 0
+    for i, kind in enumerate(kinds):
+        rec = got[i]["record"]
+        assert rec["ztf_n_within"] == 2
+        if kind in SPARSE_KINDS:
+            assert rec["ztf_g_reason"] == "too few good epochs (3 < 5)"
+        elif kind in LPV_KINDS:
+            assert rec["ztf_r_amplitude"] > 1.0 and rec["ztf_r_von_neumann"] < 0.5
+        elif kind in CV_KINDS:
+            steady_cvs += rec["ztf_r_n_episodes"] == 0
+        else:
+            assert abs(rec["ztf_r_chi2_red"] - 1) < 5 * rec["ztf_r_chi2_red_error"], kind
+    assert steady_cvs == (1 if "cv" in kinds else 0)
