@@ -7,7 +7,9 @@ is written once per size with nested-pandas + lsdb (``from_dataframe`` + ``to_ha
 and reused; its objects are steady stars with 3 % of Mira-like and 2 % of outbursting curves, 2 % of epochs
 flagged. The candidates are 90 % catalog objects (so each matches its g and r rows) and 10 % random positions, on
 the same sky patch. Measured: wall time, CPU seconds of the client and of the workers (user + system of their
-processes), peak RSS of the client and of each worker (sampled every 50 ms), after one small warm-up match.
+processes), peak RSS of the client and of each worker (sampled every 50 ms), after one small warm-up match. As in
+a run, the workers write the good epochs (the review page's points) to files beside the catalog and return only
+the summaries.
 
     PYTHONPATH=$PWD python benchmarks/bench_lightcurves.py --sizes 2000:20000:300,5000:50000:300 \
         [--workers 2] [--partition-rows 5000] [--root /tmp/bench-lightcurves] [--json out.json]
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -125,7 +128,11 @@ def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
         cpu0 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
         sampler.start()
         t0 = time.perf_counter()
-        found = match_light_curves(open_light_curves(source), cands)
+        # as a run does it: the workers write the good epochs beside the cache, the client gets the summaries
+        points = cat.parent / f"points-{cat.name}-{len(cands)}"
+        shutil.rmtree(points, ignore_errors=True)
+        found = match_light_curves(open_light_curves(source), cands.assign(cid=cands["key"].astype(str)),
+                                   points_dir=points, run_id="bench")
         wall = time.perf_counter() - t0
         stop.set()
         sampler.join()

@@ -18,7 +18,9 @@ summary. The good epochs themselves (thinned to ``max_points`` per band) go to t
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,7 @@ import pandas as pd
 
 from ..errors import ConfigError
 from .crossmatch import _plain, quiet_lsdb
+from .lightcurve_points import write_points
 from .lightcurve_settings import LightCurveSettings
 from .lightcurves import FIELDS, SummaryRules, good_epochs, summarise_band
 from .sources import EvidenceSource
@@ -150,8 +153,11 @@ def band_values(settings: LightCurveSettings, t, mag, err, flags) -> tuple[dict,
 
 
 def _reduce_partition(pairs: pd.DataFrame, *, settings: LightCurveSettings, name: str, nested: str, band: str,
-                      band_nested: bool) -> pd.DataFrame:
-    """One partition's candidate-row pairs -> one row per candidate: key, the record and the points (JSON)."""
+                      band_nested: bool, points_dir: str | None = None, run_id: str = "run") -> pd.DataFrame:
+    """One partition's candidate-row pairs -> one row per candidate: key, the record and the points (JSON). With
+    ``points_dir`` (and a ``cid_c`` column: the candidates' ids) the points are written there by the worker, one
+    file per partition, and left out of the result: the client then holds the summaries only, whatever the
+    curves' length."""
     cols = {"key_c": pd.Series([], dtype="int64"), "record": pd.Series([], dtype="object"),
             "points": pd.Series([], dtype="object")}
     if len(pairs) == 0:
@@ -170,7 +176,9 @@ def _reduce_partition(pairs: pd.DataFrame, *, settings: LightCurveSettings, name
     raw_band = flat[band].to_numpy(dtype=object) if band_nested else pairs[band].to_numpy(dtype=object)[row]
     names = {v: settings.band_name(v) for v in pd.unique(raw_band)}
     band_of = np.array([names[v] for v in raw_band], dtype=object)
+    cids = pairs["cid_c"].to_numpy(dtype=object) if points_dir is not None and "cid_c" in pairs.columns else None
     out_keys, records, points = [], [], []
+    aside: dict[str, tuple[str, dict]] = {}
     by_key: dict[int, list[int]] = {}
     for i, k in enumerate(keys):
         by_key.setdefault(int(k), []).append(i)
@@ -201,32 +209,43 @@ def _reduce_partition(pairs: pd.DataFrame, *, settings: LightCurveSettings, name
                 rec[f"{name}_{b}_{f}"] = _plain(summary.get(f))
         out_keys.append(k)
         records.append(json.dumps(rec))
+        if cids is not None:
+            if pts:
+                aside[str(cids[rows[0]])] = (name, pts)
+            pts = {}
         points.append(json.dumps(pts))
+    if aside:
+        write_points(Path(points_dir), f"{run_id}-{uuid.uuid4().hex[:12]}", aside)
     return pd.DataFrame({"key_c": np.asarray(out_keys, dtype=np.int64), "record": pd.Series(records, dtype=object),
                          "points": pd.Series(points, dtype=object)})
 
 
-def match_light_curves(opened: OpenLightCurves, candidates: pd.DataFrame) -> dict[int, dict]:
-    """Match ``candidates`` (columns key: int, ra, dec: deg) against the light-curve catalog on the current Dask
-    scheduler: ``{key: {"record": {...}, "points": {band: [t, m, e]}}}`` for every candidate with a row within
-    the radius."""
+def match_light_curves(opened: OpenLightCurves, candidates: pd.DataFrame, *, points_dir: Path | None = None,
+                       run_id: str = "run") -> dict[int, dict]:
+    """Match ``candidates`` (columns key: int, ra, dec: deg; cid: the candidate id, with ``points_dir``) against
+    the light-curve catalog on the current Dask scheduler: ``{key: {"record": {...}, "points": {band: [t, m,
+    e]}}}`` for every candidate with a row within the radius. With ``points_dir`` the workers write the points
+    there (:mod:`.lightcurve_points`) and ``points`` is empty."""
     with quiet_lsdb():
-        return _match(opened, candidates)
+        return _match(opened, candidates, points_dir, run_id)
 
 
-def _match(opened: OpenLightCurves, candidates: pd.DataFrame) -> dict[int, dict]:
+def _match(opened: OpenLightCurves, candidates: pd.DataFrame, points_dir: Path | None, run_id: str
+           ) -> dict[int, dict]:
     import lsdb
 
     if candidates.empty:
         return {}
     src, s = opened.source, opened.settings
+    keep = ["key", "ra", "dec", *(["cid"] if points_dir is not None else [])]
     left = lsdb.from_dataframe(
-        candidates[["key", "ra", "dec"]], ra_column="ra", dec_column="dec", catalog_name="candidates",
+        candidates[keep], ra_column="ra", dec_column="dec", catalog_name="candidates",
         margin_threshold=None, partition_rows=CANDIDATES_PER_PARTITION, should_generate_moc=False)
     pairs = left.crossmatch(opened.catalog, n_neighbors=src.max_neighbours, radius_arcsec=src.radius_arcsec,
                             suffixes=("_c", "_x"), suffix_method="all_columns", log_changes=False)
     kwargs = dict(settings=s, name=src.name, nested=f"{s.nested}_x", band=s.band if opened.band_nested
-                  else f"{s.band}_x", band_nested=opened.band_nested)
+                  else f"{s.band}_x", band_nested=opened.band_nested,
+                  points_dir=None if points_dir is None else str(points_dir), run_id=run_id)
     meta = _reduce_partition(pairs.to_dask_dataframe()._meta, **kwargs)
     reduced = pairs.map_partitions(_reduce_partition, meta=meta, **kwargs).compute(progress_bar=False)
     return {int(k): {"record": json.loads(r), "points": json.loads(p)}

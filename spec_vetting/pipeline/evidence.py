@@ -24,7 +24,6 @@ from typing import Any
 from ..errors import RunFailedError
 from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
 from ..evidence.lightcurve_match import light_curve_record, match_light_curves, open_light_curves
-from ..evidence.lightcurve_points import write_points
 from ..evidence.motion import mjd_from_name, mjd_to_jyear
 from ..evidence.sources import EvidenceSource
 from .store import write_parquet_atomic
@@ -201,19 +200,17 @@ def _light_curves(folder: Path, run_id: str, oc, frame, todo: list, new: dict, v
     """The light-curve branch of :func:`attach_evidence`: summaries into the cache records, the good epochs into
     the points file beside them (for the review page)."""
     src = oc.source
+    frame = frame.assign(cid=[str(cand.candidate_id) for _, cand, _ in todo])
     try:
-        found = match_light_curves(oc, frame)
+        # the workers write the good epochs beside the cache (points files); the client gets the summaries
+        found = match_light_curves(oc, frame, points_dir=folder, run_id=run_id)
     except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
         raise RunFailedError(
             f"evidence {src.name}: the light-curve match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
             "check the catalog is reachable and rerun the same command to resume") from exc
     none_within = f"no {src.name} light curve within {src.radius_arcsec:g} arcsec"
-    points = {}
     for i, (key, cand, _) in enumerate(todo):
         hit = found.get(i)
         new[key] = light_curve_record(src, hit, None if hit is not None else none_within, searched=True)
         values[str(cand.candidate_id)] = new[key]
-        if hit is not None and hit["points"]:
-            points[str(cand.candidate_id)] = (src.name, hit["points"])
     _write_cache(folder, run_id, new)
-    write_points(folder, run_id, points)
