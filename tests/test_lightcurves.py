@@ -247,6 +247,20 @@ def test_bad_catalogs_and_settings_are_refused_before_the_run(lc_catalog, tmp_pa
         EvidenceSource.model_validate({"name": "lc", "catalog": "x", "columns": ["a"], "light_curve": {}})
 
 
+def test_cli_refuses_a_catalog_without_light_curves_with_exit_2(tmp_path):
+    from click.testing import CliRunner
+
+    from spec_vetting.cli.run import run as run_cmd
+    from spec_vetting.fixtures.hats import write_hats
+
+    plain = write_hats(pd.DataFrame({"ra": [1.0], "dec": [2.0], "mag": [15.0]}), tmp_path / "plain", "plain")
+    (tmp_path / "list.csv").write_text("path,ra,dec\nx.fits,1,2\n")
+    r = CliRunner().invoke(run_cmd, ["--candidates", str(tmp_path / "list.csv"), "--task", "cv", "--engine", "rules",
+                                     "--out", str(tmp_path / "cat"), "--evidence", f"ztf={plain}"])
+    assert r.exit_code == 2 and "no nested light-curve column 'lightcurve'" in r.output, r.output
+    assert "Traceback" not in r.output and not (tmp_path / "cat").exists()
+
+
 def test_any_name_with_light_curve_settings_and_a_nested_band(tmp_path):
     """A catalog joined from objects and detections (band in the nested table, as text) under another name."""
     import nested_pandas as npd
