@@ -353,3 +353,40 @@ def test_make_examples_light_curves_match_every_example_with_its_kind(tmp_path):
         else:
             assert abs(rec["ztf_r_chi2_red"] - 1) < 5 * rec["ztf_r_chi2_red_error"], kind
     assert steady_cvs == (1 if "cv" in kinds else 0)
+
+
+def test_an_object_and_a_detection_catalog_joined_by_lsdb(tmp_path):
+    """Objects (one row per object and filter) and detections (one row per epoch) as two HATS catalogs, nested by
+    lsdb's join_nested on objectid; a detection catalog without an error column is refused."""
+    from spec_vetting.evidence.lightcurve_match import match_light_curves, open_light_curves
+    from spec_vetting.fixtures.hats import write_hats
+    from spec_vetting.fixtures.lightcurves import write_light_curves
+
+    rng = np.random.default_rng(8)
+    objects = pd.DataFrame({"objectid": [11, 12, 13], "objra": [60.0, 60.0, 61.0], "objdec": [20.0, 20.0, 21.0],
+                            "filterid": [1, 2, 2]})
+    n = 80
+    t = np.sort(rng.uniform(58300, 59800, n))
+    dets = []
+    for oid, ra, dec, m0 in ((11, 60.0, 20.0, 16.0), (12, 60.0, 20.0, 15.5), (13, 61.0, 21.0, 14.0)):
+        mag = m0 + rng.normal(0, 0.02, n) - np.where(np.arange(n) % 17 == 3, 2.0, 0.0) * (oid == 12)
+        dets.append(pd.DataFrame({"objectid": oid, "ra": ra, "dec": dec, "hmjd": t, "mag": mag,
+                                  "magerr": np.full(n, 0.02), "catflags": np.where(np.arange(n) == 5, 1, 0)}))
+    det = pd.concat(dets, ignore_index=True)
+    write_light_curves(objects, tmp_path / "obj")
+    write_hats(det, tmp_path / "det", "det", margin_arcsec=30.0)
+    settings = {"detections": str(tmp_path / "det")}
+    src = EvidenceSource.model_validate({"name": "ztf", "catalog": str(tmp_path / "obj"), "light_curve": settings})
+    got = match_light_curves(open_light_curves(src), pd.DataFrame({"key": [0], "ra": [60.0], "dec": [20.0]}))
+    rec = got[0]["record"]
+    assert rec["ztf_n_within"] == 2
+    for band, oid in (("g", 11), ("r", 12)):
+        d = det[det["objectid"] == oid]
+        want = oracle(d["hmjd"], d["mag"], d["magerr"], d["catflags"])
+        check({k: rec[f"ztf_{band}_{k}"] for k in want}, want)
+    assert rec["ztf_r_n_episodes"] == 5  # epochs 3, 20, 37, 54, 71 each 2 mag bright, none adjacent
+    write_hats(det.drop(columns=["magerr"]), tmp_path / "det2", "det2", margin_arcsec=30.0)
+    bad = EvidenceSource.model_validate({"name": "ztf", "catalog": str(tmp_path / "obj"),
+                                         "light_curve": {"detections": str(tmp_path / "det2")}})
+    with pytest.raises(ConfigError, match="have no column\\(s\\) magerr"):
+        open_light_curves(bad)

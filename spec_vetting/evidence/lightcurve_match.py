@@ -93,6 +93,8 @@ def _open(source: EvidenceSource) -> OpenLightCurves:
     ra, dec = info.ra_column, info.dec_column
     if not ra or not dec:
         raise ConfigError(f"{where}: the catalog names no ra/dec columns (catalog type {info.catalog_type})")
+    if s.detections:
+        return _open_joined(source, probe, ra, dec, where)
     dtypes = probe.dtypes
     nested_cols = [c for c in probe.columns if _nested_fields(dtypes[c]) is not None]
     if s.nested not in probe.columns or s.nested not in nested_cols:
@@ -112,23 +114,73 @@ def _open(source: EvidenceSource) -> OpenLightCurves:
     if missing:
         raise ConfigError(f"{where}: {s.nested!r} has no field(s) {', '.join(missing)}; its fields are "
                           f"{', '.join(fields)}; name the right ones under light_curve: (time, mag, error, flags)")
-    if s.band_names:
-        unknown = [b for b in s.bands if b not in s.band_names.values()]
-        if unknown:
-            raise ConfigError(f"{where}: band(s) {', '.join(unknown)} are not among the band names "
-                              f"{sorted(set(s.band_names.values()))} of light_curve.band_names")
+    _check_bands(s, where)
     read = list(dict.fromkeys([ra, dec, *([] if band_nested else [s.band]),
                                *(f"{s.nested}.{f}" for f in dict.fromkeys(wanted))]))
     try:
         cat = lsdb.open_catalog(source.catalog, columns=read)
     except Exception as exc:
         raise ConfigError(f"{where}: could not read columns {read} ({type(exc).__name__}: {exc})") from exc
-    margin = getattr(getattr(getattr(cat.margin, "hc_structure", None), "catalog_info", None), "margin_threshold",
-                     None)
+    margin = _margin(cat)
+    _check_radius(source, margin, where)
+    return OpenLightCurves(source, cat, ra, dec, band_nested, cat.margin is not None, margin)
+
+
+def _open_joined(source: EvidenceSource, probe, ra: str, dec: str, where: str) -> OpenLightCurves:
+    """An object catalog and a detection catalog, nested into one by lsdb's ``join_nested`` (lazily)."""
+    import lsdb
+
+    s = source.light_curve
+    try:
+        dprobe = lsdb.open_catalog(s.detections)
+    except Exception as exc:
+        raise ConfigError(f"{where}: detections {s.detections}: not a HATS catalog lsdb can open "
+                          f"({type(exc).__name__}: {exc})") from exc
+    dkey = s.detection_key or s.object_key
+    fields = list(dprobe.columns)
+    if s.object_key not in probe.columns:
+        raise ConfigError(f"{where}: no object id column {s.object_key!r} to join the detections on; set "
+                          "light_curve: {object_key: ...}")
+    band_nested = s.band in fields and s.band not in probe.columns
+    wanted = [s.time, s.mag, s.error, *([s.flags] if s.flags else []), *([s.band] if band_nested else [])]
+    missing = [c for c in [dkey, *wanted] if c not in fields]
+    if missing:
+        raise ConfigError(f"{where}: the detections {s.detections} have no column(s) {', '.join(missing)}; their "
+                          f"columns are {', '.join(fields[:40])}")
+    if not band_nested and s.band not in probe.columns:
+        raise ConfigError(f"{where}: band column {s.band!r} is in neither the objects nor the detections")
+    _check_bands(s, where)
+    try:
+        objects = lsdb.open_catalog(source.catalog, columns=list(dict.fromkeys(
+            [ra, dec, s.object_key, *([] if band_nested else [s.band])])))
+        dets = lsdb.open_catalog(s.detections, columns=list(dict.fromkeys([dkey, *wanted])))
+        cat = objects.join_nested(dets, left_on=s.object_key, right_on=dkey, nested_column_name=s.nested,
+                                  how="left")
+    except Exception as exc:
+        raise ConfigError(f"{where}: could not join the detections {s.detections} on {s.object_key} = {dkey} "
+                          f"({type(exc).__name__}: {exc})") from exc
+    margin = _margin(objects)
+    _check_radius(source, margin, where)
+    return OpenLightCurves(source, cat, ra, dec, band_nested, objects.margin is not None, margin)
+
+
+def _margin(cat) -> float | None:
+    return getattr(getattr(getattr(cat.margin, "hc_structure", None), "catalog_info", None), "margin_threshold",
+                   None)
+
+
+def _check_bands(s: LightCurveSettings, where: str) -> None:
+    if s.band_names:
+        unknown = [b for b in s.bands if b not in s.band_names.values()]
+        if unknown:
+            raise ConfigError(f"{where}: band(s) {', '.join(unknown)} are not among the band names "
+                              f"{sorted(set(s.band_names.values()))} of light_curve.band_names")
+
+
+def _check_radius(source: EvidenceSource, margin: float | None, where: str) -> None:
     if margin is not None and source.radius_arcsec > margin:
         raise ConfigError(f"{where}: radius_arcsec {source.radius_arcsec:g} is wider than the catalog's margin "
                           f"({margin:g}\"), so matches across partition borders would be lost; use at most {margin:g}")
-    return OpenLightCurves(source, cat, ra, dec, band_nested, cat.margin is not None, margin)
 
 
 def _thin(n: int, keep: int, must: int) -> np.ndarray:

@@ -22,6 +22,12 @@ class LightCurveSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     nested: str = Field("lightcurve", description="the nested column holding each object's epochs")
+    detections: str | None = Field(None, description="a separate detection HATS catalog (one row per epoch, with a "
+                                   "margin cache) that lsdb's join_nested nests under the objects as `nested`; "
+                                   "None: the catalog carries the nested column itself")
+    object_key: str = Field("objectid", description="with detections: the objects' id column")
+    detection_key: str | None = Field(None, description="with detections: the detections' column holding the "
+                                      "object id (default: object_key)")
     time: str = Field("hmjd", description="nested: the epoch's time (days; ZTF: heliocentric MJD)")
     mag: str = Field("mag", description="nested: the magnitude")
     error: str = Field("magerr", description="nested: the magnitude's 1-sigma error")
