@@ -36,14 +36,14 @@ from .sources import evidence_number
 
 #: a finding counts when its value is beyond the threshold by this many errors (the rules engine's one rule)
 N_SIGMA = 3.0
-OUTBURST_MAG = 1.0
-FLICKER_CHI2 = 10.0
-FAST_VON_NEUMANN = 1.0
-CONSTANT_CHI2 = 3.0
-CONSTANT_SPAN_DAYS = 730.0
-LPV_AMPLITUDE = 1.0
-SLOW_VON_NEUMANN = 0.5
-STRONG_AMPLITUDE = 0.5
+OUTBURST_MAG = 1.0  # the bar; dwarf-nova outbursts are 2-8 mag (Warner 1995, ch. 3)
+FLICKER_CHI2 = 10.0  # our choice, not measured: ten times the variance the errors explain
+FAST_VON_NEUMANN = 1.0  # our choice: 2 for uncorrelated scatter, << 1 for slow variation
+CONSTANT_CHI2 = 3.0  # our choice: room for survey errors that understate a steady star's scatter
+CONSTANT_SPAN_DAYS = 730.0  # the two years of good epochs
+LPV_AMPLITUDE = 1.0  # our choice: semi-regulars vary by tenths of a mag, Miras by > 2.5 mag in V (GCVS)
+SLOW_VON_NEUMANN = 0.5  # our choice: variation slower than the cadence
+STRONG_AMPLITUDE = 0.5  # above ZZ Ceti pulsations, a few tenths of a mag (Winget & Kepler 2008, ARA&A 46, 157)
 
 
 @dataclass(frozen=True)

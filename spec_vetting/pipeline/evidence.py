@@ -144,7 +144,8 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
         counts = {"given": 0, "cached": 0, "no_position": 0, "matched_now": 0}
         for cand in unique:
             cid = str(cand.candidate_id)
-            given = _given(src, cand)
+            # a list's NAME_* columns stand for a plain catalog's values, never for a light curve's summaries
+            given = _given(src, cand) if src.light_curve is None else None
             if given is not None:
                 values[cid] = given
                 counts["given"] += 1
