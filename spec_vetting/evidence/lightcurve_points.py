@@ -1,7 +1,8 @@
 """The good epochs of each matched light curve, for the review page's plot: kept beside the evidence cache
-(``ROOT/_evidence/<name>-<digest>/points-<run>.parquet``, one row per candidate: candidate id, source name and a
-JSON object ``{band: [times, mags, errors]}``), not in the verdict rows, so a catalog of verdicts stays the same size
-whatever the light curves' length. The page reads the points of the candidates it shows.
+(``ROOT/_evidence/<name>-<digest>/points-<run>-*.parquet``, written by the workers, one row per candidate:
+candidate id, source name and a JSON object ``{band: [times, mags, errors]}``), not in the verdict rows, so a
+catalog of verdicts stays the same size whatever the light curves' length. The page reads the points of the
+candidates it shows.
 """
 
 from __future__ import annotations
