@@ -70,11 +70,13 @@ docs: $(VENV)/.docs
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 demo: $(VENV)/.base
-	$(VENV)/bin/spec-vet make-examples $(DEMO_OUT)/examples --n 40 --seed 1 --gaia
+	$(VENV)/bin/spec-vet make-examples $(DEMO_OUT)/examples --n 40 --seed 1 --gaia --light-curves
 	# evidence beyond the spectrum: every candidate cross-matched with the examples' small Gaia HATS catalog
+	# and their ZTF-like light curves (a nested HATS catalog), drawn on the review page
 	$(VENV)/bin/spec-vet run --candidates $(DEMO_OUT)/examples/candidates-gaia.csv \
 	  --task cv --task carbon --task ss --task gm --task wd \
-	  --engine rules --out $(DEMO_OUT)/catalog --workers 2 --evidence gaia=$(DEMO_OUT)/examples/gaia
+	  --engine rules --out $(DEMO_OUT)/catalog --workers 2 --evidence gaia=$(DEMO_OUT)/examples/gaia \
+	  --evidence ztf=$(DEMO_OUT)/examples/ztf
 	$(VENV)/bin/spec-vet catalog summary $(DEMO_OUT)/catalog
 	$(VENV)/bin/spec-vet eval $(DEMO_OUT)/catalog
 	$(VENV)/bin/spec-vet report $(DEMO_OUT)/catalog -o $(DEMO_OUT)/report

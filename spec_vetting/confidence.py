@@ -111,7 +111,7 @@ _LISTED_ORDER = ("error", "undecided", "recovered_format", "verdict_outside_answ
 
 #: the verdict-row columns the review reasons read
 REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes", "task", "gaia_abs_g", "gaia_parallax",
-                  "gaia_parallax_error", "gaia_bp_rp")
+                  "gaia_parallax_error", "gaia_bp_rp", "evidence_extra")
 
 #: ``review_urgency`` of a row that needs no review
 NOT_QUEUED = len(REVIEW_REASONS)
@@ -172,7 +172,8 @@ def review_flags(table, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> dict:
 def _evidence_disagrees(column):
     """Where the verdict contradicts significant Gaia astrometry (:func:`spec_vetting.evidence.loci.disagreement`:
     gm YES at M_G > 5, wd YES far above the white-dwarf sequence or NO on it, cv YES above the main sequence; only
-    at parallax/error > 10 and RUWE <= 1.4)."""
+    at parallax/error > 10 and RUWE <= 1.4), or a significant light curve (cv YES constant over two years, wd YES
+    strongly variable)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -182,13 +183,26 @@ def _evidence_disagrees(column):
     def numbers(name):
         return pc.fill_null(column(name, pa.float64()), float("nan")).to_numpy(zero_copy_only=False)
 
+    texts = [column(n, pa.string()).to_numpy(zero_copy_only=False) for n in ("task", "verdict")]
+    # issue 38: a YES that a significant light curve (in evidence_extra) contradicts
+    light = _light_curve_disagrees(column, texts)
     mg = numbers("gaia_abs_g")
-    if not np.isfinite(mg).any():  # no evidence in these rows: nothing to compare
-        return pa.array(np.zeros(len(mg), dtype=bool))
+    if not np.isfinite(mg).any():  # no Gaia evidence in these rows: only the light curves
+        return pa.array(light)
     with np.errstate(divide="ignore", invalid="ignore"):
         poe = numbers("gaia_parallax") / numbers("gaia_parallax_error")
-    texts = [column(n, pa.string()).to_numpy(zero_copy_only=False) for n in ("task", "verdict")]
-    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp"), numbers("gaia_ruwe")))
+    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp"), numbers("gaia_ruwe")) | light)
+
+
+def _light_curve_disagrees(column, texts):
+    """cv YES on a light curve constant over two years, wd YES on a strongly variable one
+    (:func:`spec_vetting.evidence.variability.contradicts`)."""
+    import pyarrow as pa
+
+    from .evidence.variability import disagreement_from_extra
+
+    extra = column("evidence_extra", pa.string()).to_numpy(zero_copy_only=False)
+    return disagreement_from_extra(texts[0], texts[1], extra)
 
 
 def review_urgency(table, flags: dict):
@@ -235,7 +249,8 @@ def review_table(rows: list[dict]):
                      "recovered_verdict": pa.array(values("recovered_verdict"), pa.string()),
                      "p_yes": pa.array(p, pa.float64()),
                      "task": pa.array(values("task"), pa.string()),
-                     **{n: numbers(n) for n in ("gaia_abs_g", "gaia_parallax", "gaia_parallax_error", "gaia_bp_rp")}})
+                     **{n: numbers(n) for n in ("gaia_abs_g", "gaia_parallax", "gaia_parallax_error", "gaia_bp_rp")},
+                     "evidence_extra": pa.array(values("evidence_extra"), pa.string())})
 
 
 def review_reasons(row: dict, *, threshold: float = DEFAULT_REVIEW_THRESHOLD) -> list[str]:

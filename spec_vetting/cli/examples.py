@@ -17,7 +17,10 @@ from .output_path import output_folder
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed: the same seed writes the same files.")
 @click.option("--gaia", is_flag=True, help="Also write a small synthetic Gaia HATS catalog (DIR/gaia/) and "
               "DIR/candidates-gaia.csv (with ra, dec, mjd) for `spec-vet run --evidence gaia=DIR/gaia`.")
-def make_examples(out_dir: Path, n: int, seed: int, gaia: bool) -> None:
+@click.option("--light-curves", "light_curves", is_flag=True, help="Also write a small synthetic ZTF-like "
+              "light-curve HATS catalog (DIR/ztf/; implies --gaia, whose list gives the positions) for "
+              "`spec-vet run --evidence ztf=DIR/ztf`.")
+def make_examples(out_dir: Path, n: int, seed: int, gaia: bool, light_curves: bool) -> None:
     """Write N labelled synthetic survey files (all layouts, 5 tasks) and DIR/candidates.csv.
 
     Rerunning on the same DIR replaces the set written before (the files listed in DIR/.spec-vet-examples.json);
@@ -29,6 +32,8 @@ def make_examples(out_dir: Path, n: int, seed: int, gaia: bool) -> None:
       spec-vet run --candidates ex/candidates.csv --task cv --out catalog/
       spec-vet make-examples ex/ --gaia
       spec-vet run --candidates ex/candidates-gaia.csv --task wd --evidence gaia=ex/gaia --out catalog/
+      spec-vet make-examples ex/ --light-curves
+      spec-vet run --candidates ex/candidates-gaia.csv --task cv --evidence ztf=ex/ztf --out catalog/
     """
     output_folder(out_dir, "DIR")
     if (out_dir / MARKER).is_file():
@@ -46,11 +51,16 @@ def make_examples(out_dir: Path, n: int, seed: int, gaia: bool) -> None:
         raise click.ClickException(
             f"cannot write the examples under {out_dir}: {exc.strerror or exc} ({exc.filename or out_dir})"
         ) from None
-    if gaia:
+    if gaia or light_curves:
         from ..fixtures.example_evidence import GAIA_DIR, LIST_NAME, write_example_evidence
 
         write_example_evidence(out_dir, rows, n, seed)
         click.echo(f"Gaia evidence: catalog {out_dir / GAIA_DIR} (HATS), list {out_dir / LIST_NAME}", file=sys.stdout)
+    if light_curves:
+        from ..fixtures.example_light_curves import LC_DIR, write_example_light_curves
+
+        write_example_light_curves(out_dir, rows, n, seed)
+        click.echo(f"light curves: catalog {out_dir / LC_DIR} (HATS, ZTF DR columns)", file=sys.stdout)
     n_files = len({r["path"] for r in rows})
     yes = sum(r["label"] == "YES" for r in rows)
     click.echo(

@@ -96,7 +96,8 @@ JOB_OPTIONS = [
                 help="Also store the PNG bytes (once per distinct picture); default: pictures by reference."),
     _job_option("evidence", "--evidence", multiple=True, metavar="NAME=CATALOG",
                 help="Cross-match every candidate with a HATS catalog before inspection (e.g. gaia=/data/hats/"
-                "gaia_dr3, 1 arcsec, proper motions applied): the gaia_* columns. Repeatable."),
+                "gaia_dr3, 1 arcsec, proper motions applied): the gaia_* columns; ztf=CATALOG: a light-curve "
+                "catalog (ZTF DR columns), summarised per band into evidence_extra. Repeatable."),
     _job_option("evidence_prompt", "--evidence-prompt/--no-evidence-prompt",
                 help="Append one evidence sentence (Gaia parallax, M_G, colour) to each task text, for a checkpoint "
                 "trained with it (off: the trained prompt). Recorded in the manifest."),

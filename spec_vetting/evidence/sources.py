@@ -12,7 +12,9 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+
+from .lightcurve_settings import LightCurveSettings
 
 #: Gaia DR3 column -> verdict-row column (the columns a ``gaia`` catalog must have, besides ra and dec)
 GAIA_COLUMNS: dict[str, str] = {
@@ -31,6 +33,8 @@ GAIA_DR3_EPOCH = 2016.0
 MAX_PM_MAS_YR = 11_000.0
 #: the evidence names with a fixed column set
 KNOWN_SOURCES = ("gaia",)
+#: the evidence names read as light-curve catalogs (ZTF DR columns) when no plain columns are listed
+LIGHT_CURVE_NAMES = ("ztf",)
 #: proper-motion columns a catalog may carry (mas/yr; pmra includes cos(dec), as Gaia's)
 PM_COLUMNS = ("pmra", "pmdec")
 
@@ -56,6 +60,9 @@ class EvidenceSource(BaseModel):
         "every source is moved by its own motion, whatever it is")
     max_neighbours: int | None = Field(None, description="ignored (kept so that older job files still load): the "
                                        "match has no neighbour cap")
+    light_curve: LightCurveSettings | None = Field(
+        None, description="read the catalog as light curves (a nested time series per object, summarised per band; "
+        "see notes/evidence.md); default for the name ztf, ZTF DR column names unless set here")
 
     @model_validator(mode="before")
     @classmethod
@@ -77,8 +84,17 @@ class EvidenceSource(BaseModel):
 
     @model_validator(mode="after")
     def _columns_known(self) -> EvidenceSource:
+        # light curves (issue 38): ztf without plain columns, or any name with light_curve settings
+        if self.light_curve is None and self.name in LIGHT_CURVE_NAMES and not self.columns:
+            self.light_curve = LightCurveSettings()
+        if self.light_curve is not None:
+            if self.columns or self.name == "gaia":
+                raise ValueError(f"evidence {self.name}: a light-curve source takes light_curve settings, not "
+                                 "columns (and gaia is not one)")
+            return self
         if self.name not in KNOWN_SOURCES and not self.columns:
-            raise ValueError(f"unknown evidence name {self.name!r}: the known one is gaia; for another catalog list "
+            raise ValueError(f"unknown evidence name {self.name!r}: the known ones are gaia and ztf (light "
+                             "curves); for another catalog give light_curve settings or list "
                              "the columns to keep (columns: [...]) and they become "
                              f"{self.name}_<column>")
         if self.name == "gaia":
@@ -86,6 +102,14 @@ class EvidenceSource(BaseModel):
             if extra:
                 raise ValueError(f"gaia evidence has the fixed columns {', '.join(GAIA_COLUMNS)}; drop {extra}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_light_curve(self, handler):
+        # a source without light curves dumps as before: the cache and run digests of Gaia runs stay the same
+        data = handler(self)
+        if self.light_curve is None and isinstance(data, dict):
+            data.pop("light_curve", None)
+        return data
 
     @property
     def catalog_columns(self) -> list[str]:

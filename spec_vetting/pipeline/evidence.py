@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import RunFailedError
 from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
 from ..evidence.file_position import FROM_FILE, FROM_LIST, position_from_file
+from ..evidence.lightcurve_match import light_curve_record, match_light_curves, open_light_curves
 from ..evidence.motion import mjd_from_name, mjd_to_jyear
 from ..evidence.sources import EvidenceSource
 from .store import write_parquet_atomic
@@ -39,7 +40,7 @@ UNSURE_NAMED = 20
 
 def open_sources(sources: list[EvidenceSource]) -> list[OpenCatalog]:
     """Every source opened and checked (ConfigError naming the bad one): before the run starts anything."""
-    return [open_catalog(s) for s in sources]
+    return [open_light_curves(s) if s.light_curve is not None else open_catalog(s) for s in sources]
 
 
 def cache_folder(root: Path, opened: OpenCatalog) -> Path:
@@ -169,7 +170,8 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
         unsure: list[str] = []
         for cand in unique:
             cid = str(cand.candidate_id)
-            given = _given(src, cand)
+            # a list's NAME_* columns stand for a plain catalog's values, never for a light curve's summaries
+            given = _given(src, cand) if src.light_curve is None else None
             if given is not None:
                 values[cid] = given
                 counts["given"] += 1
@@ -193,6 +195,11 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
                 "key": np.arange(len(todo), dtype=np.int64),
                 "ra": [at.ra for _, _, at in todo], "dec": [at.dec for _, _, at in todo],
                 "jyear": [float(mjd_to_jyear(at.mjd)) if at.mjd is not None else math.nan for _, _, at in todo]})
+            if src.light_curve is not None:  # light curves (issue 38): summaries in the record, points aside
+                _light_curves(folder, run_id, oc, frame, todo, new, values)
+                counts["matched_now"] = len(todo)
+                todo = []
+        if todo:
             try:
                 found = match(oc, frame)
             except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
@@ -220,3 +227,23 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
             # matched at the catalog's epoch: a source that moved out of the radius since is not found
             summary[src.name]["epoch_unknown"] = {"count": len(unsure), "candidates": unsure[:UNSURE_NAMED]}
     return summary
+
+
+def _light_curves(folder: Path, run_id: str, oc, frame, todo: list, new: dict, values: dict) -> None:
+    """The light-curve branch of :func:`attach_evidence`: summaries into the cache records, the good epochs into
+    the points file beside them (for the review page)."""
+    src = oc.source
+    frame = frame.assign(cid=[str(cand.candidate_id) for _, cand, _ in todo])
+    try:
+        # the workers write the good epochs beside the cache (points files); the client gets the summaries
+        found = match_light_curves(oc, frame, points_dir=folder, run_id=run_id)
+    except Exception as exc:  # the catalog vanished or broke mid-run: stop, the same command resumes
+        raise RunFailedError(
+            f"evidence {src.name}: the light-curve match with {src.catalog} failed ({type(exc).__name__}: {exc}); "
+            "check the catalog is reachable and rerun the same command to resume") from exc
+    none_within = f"no {src.name} light curve within {src.radius_arcsec:g} arcsec"
+    for i, (key, cand, _) in enumerate(todo):
+        hit = found.get(i)
+        new[key] = light_curve_record(src, hit, None if hit is not None else none_within, searched=True)
+        values[str(cand.candidate_id)] = new[key]
+    _write_cache(folder, run_id, new)

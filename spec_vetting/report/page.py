@@ -52,6 +52,7 @@ from ..catalog.walk import walk_data
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
+from ..evidence.lightcurve_points import read_points
 from ..evidence.loci import MS_SLOPE, MS_ZERO, WD_SLOPE, WD_ZERO
 from ..lines import GROUPS, LINES
 
@@ -360,6 +361,8 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
     plots = [spectra.get(row) for row, _ in shown]
     pictured = [images == "all" or (images == "auto" and plot is None) for plot, _ in plots]
     _fill_pictures(data, [row for (row, _), yes in zip(shown, pictured, strict=True) if yes])
+    # issue 38: the good epochs of each matched light curve, from beside the run's evidence cache
+    light_curves = read_points(data.root, [row["candidate_id"] for row, _ in shown]) if data.root else {}
     records = []
     for (row, row_reasons), (spectrum, spectrum_error), with_images in zip(shown, plots, pictured, strict=True):
         cid, task = row["candidate_id"], row["task"]
@@ -385,6 +388,7 @@ def candidate_records(data: RunData, *, threshold: float = DEFAULT_REVIEW_THRESH
             "model": row.get("model"), "review_reasons": row_reasons,
             "ids": {k: text for k in ID_COLUMNS if (text := format_id(k, row.get(k))) is not None},
             "z": z if isinstance(z, (int, float)) else None, "evidence": evidence_record(row),
+            "light_curves": light_curves.get(str(cid)),
             "spectrum": spectrum, "spectrum_error": spectrum_error,
             "initial_image": store.add(data.initial_image(cid, task)) if with_images else None,
             "turns": turns,

@@ -238,7 +238,63 @@
     if (typeof ev.gaia_abs_g !== 'number') {
       box.appendChild(el('div', 'note', 'not in the diagram: ' + (ev.gaia_reason || 'no M_G or colour')));
     }
+    // issue 38: each light-curve source's good epochs, beside the diagram
+    Object.keys(c.light_curves || {}).forEach(function (name) {
+      box.appendChild(lightCurvePlot(name, c.light_curves[name]));
+    });
     return box;
+  }
+
+  // One light-curve source: every band's good epochs (time on x, magnitude inverted: bright at the top), with
+  // their error bars.
+  var BAND_COLOURS = {g: '#2a8a2a', r: '#c03030', i: '#7a4a00'};
+  function lightCurvePlot(name, bands) {
+    var W = 340, H = 220, L = 44, R = 10, T = 24, B = 34;
+    var keys = Object.keys(bands);
+    var t0 = Infinity, t1 = -Infinity, m0 = Infinity, m1 = -Infinity;
+    keys.forEach(function (b) {
+      var p = bands[b];
+      for (var i = 0; i < p[0].length; i++) {
+        t0 = Math.min(t0, p[0][i]); t1 = Math.max(t1, p[0][i]);
+        m0 = Math.min(m0, p[1][i] - p[2][i]); m1 = Math.max(m1, p[1][i] + p[2][i]);
+      }
+    });
+    if (!(t1 > t0)) { t1 = t0 + 1; }
+    if (!(m1 > m0)) { m1 = m0 + 0.1; }
+    var pad = (m1 - m0) * 0.05;
+    m0 -= pad; m1 += pad;
+    function px(t) { return L + (t - t0) / (t1 - t0) * (W - L - R); }
+    function py(m) { return T + (m - m0) / (m1 - m0) * (H - T - B); }  // bright (small m) at the top
+    var s = svg('svg', {width: W, height: H, viewBox: '0 0 ' + W + ' ' + H, 'class': 'light-curve', role: 'img',
+      'data-source': name, 'data-bands': keys.join(',')});
+    s.appendChild(svg('title', {}, name + ' light curve'));
+    s.appendChild(svg('text', {x: W / 2, y: 15, 'text-anchor': 'middle', 'font-size': 12}, name + ' light curve'));
+    s.appendChild(svg('rect', {x: L, y: T, width: W - L - R, height: H - T - B, fill: 'none', stroke: '#888'}));
+    [[t0, 'start'], [(t0 + t1) / 2, 'middle'], [t1, 'end']].forEach(function (tick) {
+      s.appendChild(svg('text', {x: px(tick[0]), y: H - B + 13, 'text-anchor': tick[1], 'font-size': 10},
+        tick[0].toFixed(0)));
+    });
+    [m0 + pad, (m0 + m1) / 2, m1 - pad].forEach(function (m) {
+      s.appendChild(svg('text', {x: L - 4, y: py(m) + 3, 'text-anchor': 'end', 'font-size': 10}, m.toFixed(1)));
+    });
+    s.appendChild(svg('text', {x: L + (W - L - R) / 2, y: H - 4, 'text-anchor': 'middle', 'font-size': 11},
+      'time (MJD)'));
+    s.appendChild(svg('text', {x: 12, y: T + (H - T - B) / 2, 'text-anchor': 'middle', 'font-size': 11,
+      transform: 'rotate(-90 12 ' + (T + (H - T - B) / 2) + ')'}, 'magnitude'));
+    keys.forEach(function (b, k) {
+      var p = bands[b], colour = BAND_COLOURS[b] || '#333';
+      var g = svg('g', {'class': 'band', 'data-band': b, 'data-points': String(p[0].length)});
+      for (var i = 0; i < p[0].length; i++) {
+        var x = px(p[0][i]);
+        g.appendChild(svg('line', {x1: x, x2: x, y1: py(p[1][i] - p[2][i]), y2: py(p[1][i] + p[2][i]),
+          stroke: colour, 'stroke-opacity': 0.5}));
+        g.appendChild(svg('circle', {cx: x, cy: py(p[1][i]), r: 1.8, fill: colour}));
+      }
+      s.appendChild(g);
+      s.appendChild(svg('text', {x: W - R - 4 - 14 * (keys.length - 1 - k), y: T + 12, 'font-size': 11,
+        fill: colour, 'text-anchor': 'end'}, b));
+    });
+    return s;
   }
 
   // The decision and prospect's visual-inspection fields; every change is saved at once (localStorage).

@@ -30,6 +30,7 @@ from .redshift import unexplained_emission
 from .scoring import CAP, Evidence, TaskScore, _v
 from .significance import Term
 from .tasks import RULES_TASKS, RulesTask, rules_task
+from .variability import light_curve_terms, with_light_curve_terms
 
 #: above this redshift an object is extragalactic (Galactic stars move at |v| < ~600 km/s, z < 0.002)
 STELLAR_Z_MAX = 0.01
@@ -134,8 +135,9 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True,
                         measurements, [e.key for e in veto], rs.redshift, redshift_known, veto)
     # the significant astrometric terms move the score; a YES still needs the class's own spectral feature
     terms = evidence_terms(key, evidence)
-    decision = verdict_of(ts.score + sum(t.contribution for t in terms), ts.evidence, ts, ts.cited)
-    decision.justification = with_terms(decision.justification, terms)
+    lc_terms = light_curve_terms(key, evidence)  # issue 38: a light curve's significant findings
+    decision = verdict_of(ts.score + sum(t.contribution for t in terms + lc_terms), ts.evidence, ts, ts.cited)
+    decision.justification = with_light_curve_terms(with_terms(decision.justification, terms), lc_terms)
     return decision
 
 
