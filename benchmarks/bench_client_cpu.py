@@ -198,13 +198,13 @@ def instrumented(split: Split):
     import spec_vetting.io.reader as reader
     import spec_vetting.pipeline.shard as shard
     import spec_vetting.render as render
-    import spec_vetting.render.fast as fast
+    import spec_vetting.render.picture as picture
 
     patches = [
         (reader, "read_spectrum", split.wrap_sync("read", reader.read_spectrum)),
         (render, "render_spectrum", split.wrap_sync("picture", render.render_spectrum)),
-        (fast, "png_rows", split.wrap_sync("png", fast.png_rows)),
-        (fast, "encode_rows", split.wrap_sync("png", fast.encode_rows)),
+        (picture, "png_rows", split.wrap_sync("png", picture.png_rows)),
+        (picture, "encode_rows", split.wrap_sync("png", picture.encode_rows)),
         (wire.ImageEncoder, "__call__", split.wrap_sync("data_url", wire.ImageEncoder.__call__)),
         (http_engine._OpenAISession, "complete", split.wrap_async("turn", http_engine._OpenAISession.complete)),
         (shard, "_write_shard", split.wrap_sync("rows", shard._write_shard)),

@@ -12,8 +12,9 @@ import pytest
 from PIL import Image
 
 from spec_vetting.errors import RenderError
-from spec_vetting.render import RENDERER_VERSION, SIZE_CLASSES, fast, image_tokens, render_spectrum, smart_resize
+from spec_vetting.render import RENDERER_VERSION, SIZE_CLASSES, figure_path, image_tokens, render_spectrum, smart_resize
 from spec_vetting.render.layout import emptiest_corner, figure_size, plan, x_tick_spacing
+from spec_vetting.render.trained_figure import RENDERERS_PER_CANVAS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -179,8 +180,8 @@ def test_memory_and_caches_stay_flat_over_many_renders():
     for i in range(40):
         render_spectrum(w, f, windows[i % 3])
     assert _rss_mib() - start < 8.0
-    assert len(fast._FIGURES) <= 30
-    assert all(len(fig.canvas._renderers) <= fast._RENDERERS_PER_CANVAS for fig in fast._FIGURES.values())
+    assert len(figure_path.FIGURES) <= 30
+    assert all(len(fig.canvas._renderers) <= RENDERERS_PER_CANVAS for fig in figure_path.FIGURES.values())
 
 
 def test_renderer_version_names_the_matplotlib_release():

@@ -4,7 +4,7 @@ The oracle is ../shared/reference: the upstream Spec-o3 plotting routine and the
 matplotlib 3.10.5 (the training environment's pin): the 80 cases of renders_mpl3105 and the 285 edge views of
 renders_mpl3105_edges (sub-Ångström windows, 2-3-point windows, the ends of the coverage, offset texts, constant
 flux, empty and long titles). Every case must have the reference's pixel size and the same RGB values, through
-render_spectrum (the direct renderer, the figure where it refuses) and through the figure renderer alone. The plain
+render_spectrum (the fast path, the figure path where it refuses) and through the figure path alone. The plain
 pyplot routine the generated-view tests use as their oracle (benchmarks/render/baseline.py) is held to the same
 references here.
 """
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from spec_vetting.render import fast, plan, render_spectrum
+from spec_vetting.render import figure_path, plan, png, render_spectrum
 
 REPO = Path(__file__).resolve().parents[1]
 RENDERS = "renders_mpl3105"  # renders/ (matplotlib 3.11.2) is superseded: not what the model saw
@@ -72,7 +72,7 @@ def edges(reference_dir):
 
 
 def _figure_renderer(wavelength, flux, window, title):
-    return fast.encode_rows(*fast.png_rows(fast.draw_with_figure(plan(wavelength, flux, window, title))))
+    return png.encode_rows(*png.png_rows(figure_path.draw_with_figure(plan(wavelength, flux, window, title))))
 
 
 def _differences(render, renders: Path, index: list[dict], arrays: dict) -> list[tuple]:

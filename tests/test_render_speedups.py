@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import RendererAgg
 from matplotlib.font_manager import FontProperties
 from PIL import Image
 
-from spec_vetting.render import batched_axis, fast, plan, png, render_spectrum, text_renderer
+from spec_vetting.render import batched_axis, figure_path, plan, png, render_spectrum, text_renderer
 from spec_vetting.render.png import encode_png
 from spec_vetting.render.text_renderer import TextCachingRendererAgg
 
@@ -57,11 +57,11 @@ def test_png_writer_round_trips_opaque_and_translucent_buffers(deflate, monkeypa
 
 
 def test_a_rendered_picture_decodes_to_the_same_pixels_through_either_deflate(monkeypatch):
-    from spec_vetting.render import direct
+    from spec_vetting.render import fast_path
 
     w = np.linspace(3700.0, 9100.0, 3900)
     f = np.abs(np.random.default_rng(3).normal(200.0, 50.0, 3900))
-    rgba = np.array(direct.draw_rgba(plan(w, f, None)))
+    rgba = np.array(fast_path.draw_rgba(plan(w, f, None)))
     fast_png = png.encode_png(rgba)
     monkeypatch.setattr(png, "_deflate", zlib.compress)
     zlib_png = png.encode_png(rgba)
@@ -140,7 +140,7 @@ def test_crowded_ticks_of_a_one_point_window_match_matplotlib(baseline, monkeypa
     assert any(crowded), "the crowded-tick path was not exercised"
     crowded.clear()
     w, f = _spectrum(seed=2)
-    fast.draw_with_figure(plan(w, f, (6500, 6620)))  # the figure renderer itself (render_spectrum goes direct)
+    figure_path.draw_with_figure(plan(w, f, (6500, 6620)))  # the figure path itself (render_spectrum goes fast)
     assert crowded and not any(crowded), "ordinary views must use the batched path"
 
 

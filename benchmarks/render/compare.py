@@ -3,7 +3,7 @@
 
 The references are the upstream Spec-o3 plotting routine's output under matplotlib 3.10.5: the 80 cases of
 ``../shared/reference/renders_mpl3105`` and the 285 edge views of ``renders_mpl3105_edges``. ``fast`` is
-``render_spectrum`` (the direct Agg renderer, the figure where it refuses), ``figure`` the figure renderer alone,
+``render_spectrum`` (the fast path, the figure path where it refuses), ``figure`` the figure path alone,
 ``baseline`` the plain pyplot routine (benchmarks/render/baseline.py). Prints one line per case (mean absolute RGB
 difference, pixels that differ, sizes) and exits 1 unless every case has the same pixel size and the same pixels.
 """
@@ -52,10 +52,10 @@ def main(which: str) -> int:
     if which == "baseline":
         from benchmarks.render.baseline import render_baseline as render
     elif which == "figure":
-        from spec_vetting.render import fast, plan
+        from spec_vetting.render import figure_path, plan, png
 
         def render(*args):
-            return fast.encode_rows(*fast.png_rows(fast.draw_with_figure(plan(*args))))
+            return png.encode_rows(*png.png_rows(figure_path.draw_with_figure(plan(*args))))
     else:
         from spec_vetting.render import render_spectrum as render
     rows = []

@@ -6,7 +6,7 @@ Public API:
 * :data:`RENDERER_VERSION` - recorded with every verdict; bumped whenever the output pixels change;
 * :func:`image_tokens` and :data:`SIZE_CLASSES` - the Qwen2.5-VL image-token cost of each picture size.
 
-Thread safety and use from asyncio or worker processes: see :mod:`spec_vetting.render.fast`.
+Thread safety and use from asyncio or worker processes: see :mod:`spec_vetting.render.picture`.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ check_matplotlib_version()
 # switch the user's matplotlib backend. Imported only after the version check on purpose (E402): the renderer
 # relies on that matplotlib release's internals, so a wrong release fails with the message above, not deep inside.
 from . import style  # noqa: E402
-from .fast import render_png  # noqa: E402
 from .layout import plan  # noqa: E402
+from .picture import render_png  # noqa: E402
 from .tokens import SIZE_CLASSES, image_tokens, smart_resize  # noqa: E402
 
 #: bump when the pixels change on purpose (style, layout or matplotlib release) or may change (drawing method);

@@ -1,4 +1,4 @@
-"""Cheaper matplotlib axes for the fast renderer: the same ticks, computed once per state and drawn in batches.
+"""Cheaper matplotlib axes for the trained figure: the same ticks, computed once per state and drawn in batches.
 
 matplotlib spends most of a picture on its per-tick Python objects: each tick is a grid line, a tick mark and a
 label, each an artist drawn on its own, and the tick positions, labels and their boxes are recomputed some thirty

@@ -15,7 +15,7 @@ picture:
   on the artist: they do not depend on where the text goes.
 
 All caches are bounded (least recently used entries go first), so memory stays flat however many pictures are
-drawn. Callers serialise drawing (see :mod:`spec_vetting.render.fast`); the caches are not locked themselves.
+drawn. Callers serialise drawing (see :mod:`spec_vetting.render.picture`); the caches are not locked themselves.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from render_views import SEEDS, pixel_digest, points_in, views
 
-from spec_vetting.render import direct, fast, plan, render_spectrum
+from spec_vetting.render import fast_path, figure_path, plan, png, render_spectrum
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = json.loads((REPO / "tests" / "data" / "render_views_baseline.json").read_text())
@@ -45,7 +45,7 @@ def _stored_views(seeds):
 
 
 def _png_of_figure(lay) -> bytes:
-    return fast.encode_rows(*fast.png_rows(fast.draw_with_figure(lay)))
+    return png.encode_rows(*png.png_rows(figure_path.draw_with_figure(lay)))
 
 
 def test_the_stored_views_cover_the_edges():
@@ -104,16 +104,16 @@ def test_offset_texts_on_both_axes_are_placed_as_the_routine_places_them(baselin
 def test_a_mathtext_title_goes_to_the_figure_and_matches_the_routine(baseline):
     w, f = np.linspace(4000.0, 8000.0, 500), np.linspace(1.0, 2.0, 500)
     title = r"$H\alpha$ region"
-    with pytest.raises(direct.Unsupported):
-        direct.draw_rgba(plan(w, f, None, title))
+    with pytest.raises(fast_path.Unsupported):
+        fast_path.draw_rgba(plan(w, f, None, title))
     assert pixel_digest(render_spectrum(w, f, None, title)) == pixel_digest(baseline(w, f, None, title))
 
 
 def test_a_one_point_window_goes_to_the_figure():
     w, f = np.linspace(4000.0, 8000.0, 500), np.linspace(1.0, 2.0, 500)
     lay = plan(w, f, (4000.0, 4000.1))
-    with pytest.raises(direct.Unsupported):
-        direct.draw_rgba(lay)
+    with pytest.raises(fast_path.Unsupported):
+        fast_path.draw_rgba(lay)
     assert render_spectrum(w, f, (4000.0, 4000.1)) == _png_of_figure(lay)
 
 
@@ -131,5 +131,5 @@ def test_the_tools_usual_views_are_all_drawn_directly(tmp_path):
                 lay = plan(spec.wavelength, spec.flux, window)
             except RenderError:
                 continue
-            direct.draw_rgba(lay)  # raises Unsupported if it would fall back
+            fast_path.draw_rgba(lay)  # raises Unsupported if it would fall back
 

@@ -1,18 +1,20 @@
-"""The trained picture drawn straight onto Agg: matplotlib's layout rules as arithmetic, its primitives as calls.
+"""The fast path: the trained picture drawn straight onto Agg, matplotlib's layout rules as arithmetic, its primitives
+as calls.
 
-:mod:`.fast` keeps a matplotlib figure and lets matplotlib lay it out and draw it; even memoised, most of a picture
-is matplotlib's Python walking its artists (tight layout, tight bounding box, a draw that visits ~200 artists), not
-Agg drawing. For the pictures the tool makes there is little to walk: one line, two axes of ticks, four spines, six
-kinds of text. This module computes what matplotlib 3.10.5 computes for them - view limits, ticks and their labels,
-the tight layout, the tight bounding box crop, every text position - with the same floating-point operations in
-the same order (the same numpy calls where matplotlib makes them), and hands Agg the same paths, transforms and
-graphics contexts in the same order, so the pixels are the same.
+:mod:`.figure_path` (the fallback) keeps a matplotlib figure and lets matplotlib lay it out and draw it; even
+memoised, most of a picture is matplotlib's Python walking its artists (tight layout, tight bounding box, a draw
+that visits ~200 artists), not Agg drawing. For the pictures the tool makes there is little to walk: one line, two
+axes of ticks, four spines, six kinds of text. This module computes what matplotlib 3.10.5 computes for them - view
+limits, ticks and their labels, the tight layout, the tight bounding box crop, every text position - with the same
+floating-point operations in the same order (the same numpy calls where matplotlib makes them), and hands Agg the
+same paths, transforms and graphics contexts in the same order, so the pixels are the same.
 
 What it borrows from matplotlib: the locators and the formatter (called on plain numbers), text layout and glyph
-bitmaps (:mod:`.text_renderer`, from template artists of a real figure), the stats box's path (its box style),
-marker paths and Agg itself. What it does not do, it refuses with :class:`Unsupported`, and the caller draws the
-picture with :mod:`.fast` instead: a single point, crowded or very many ticks, mathtext in a string, a title
-that would have to move. tests/test_render_direct.py holds both renderers to the same bytes on hundreds of views.
+bitmaps (:mod:`.text_renderer`, from the template artists of a :class:`~.trained_figure.TrainedFigure`), the stats
+box's path (its box style), marker paths and Agg itself. What it does not do, it refuses with :class:`Unsupported`,
+and the caller draws the picture with :mod:`.figure_path` instead: a single point, crowded or very many ticks,
+mathtext in a string, a title that would have to move. tests/test_render_paths.py holds both paths to the upstream
+routine's pixels on 1,182 generated views, tests/test_render_fidelity.py to the 365 shared references.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from matplotlib.transforms import Affine2D, Bbox
 from . import style
 from .layout import PlotLayout
 from .text_renderer import TextCachingRendererAgg
+from .trained_figure import TrainedFigure
 
 # savefig's default padding around the tight bounding box (rcParams["savefig.pad_inches"])
 _PAD_INCHES = 0.1
@@ -45,7 +48,7 @@ _RENDERERS = 8
 
 
 class Unsupported(Exception):
-    """A picture this renderer does not reproduce; draw it with :mod:`.fast`."""
+    """A picture this renderer does not reproduce; draw it with :mod:`.figure_path`."""
 
 
 def _to(x0, y0, x1, y1) -> np.ndarray:
@@ -172,12 +175,10 @@ def _line_gc(line, clip) -> GraphicsContextBase:
 
 
 class _Templates:
-    """The trained figure's artists, whose styles, fonts and text layouts the direct renderer uses."""
+    """The trained figure's artists, whose styles, fonts and text layouts the fast path uses."""
 
     def __init__(self):
-        from .fast import _SizeClassFigure  # the figure the fast renderer draws: the one source of the styling
-
-        fig = _SizeClassFigure((6.0, 4.0))
+        fig = TrainedFigure((6.0, 4.0))  # the one source of the styling
         self.figure = fig
         ax = fig.axes
         self.dpi = float(fig.figure.dpi)
