@@ -21,7 +21,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import __version__
 from ..catalog.schema import MANIFEST_SCHEMA
@@ -29,6 +29,10 @@ from ..catalog.schema import MANIFEST_SCHEMA
 if TYPE_CHECKING:
     from .config import JobConfig
     from .plan import Plan
+
+#: a manifest's ``status``: "running" while an attempt works (or after a kill: resumable), then "finished",
+#: "failed" (shards failed; the same command resumes) or "interrupted" (SIGINT/SIGTERM; resumable)
+RunStatus = Literal["running", "finished", "failed", "interrupted"]
 
 #: failure messages kept in a failed run's manifest (the log has them all)
 MAX_FAILURES_RECORDED = 50
@@ -165,10 +169,11 @@ def start_manifest(
     previous = previous or {}
     attempts = list(previous.get("attempts", []))
     attempts.append({"started_at": utcnow(), "pid": os.getpid(), "pending_shards": pending_shards})
+    status: RunStatus = "running"
     return {
         "run_id": run_id,
         "run_date": run_date,
-        "status": "running",
+        "status": status,
         "schema": MANIFEST_SCHEMA,
         "plan_digest": digest,
         "started_at": previous.get("started_at") or utcnow(),
@@ -206,11 +211,11 @@ def finish_manifest(
     manifest["tokens"] = summary["tokens"]
     attempts = manifest["attempts"]
     attempts[-1].update(finished_at=utcnow(), wall_s=round(wall_s, 3), inspections=inspections)
+    status: RunStatus = "failed" if failures else "finished"
+    manifest["status"] = status
     if failures:
-        manifest["status"] = "failed"
         manifest["failures"] = failures[:MAX_FAILURES_RECORDED]
         return
-    manifest["status"] = "finished"
     manifest["finished_at"] = utcnow()
     manifest["timings"] = {
         "wall_s_last_attempt": round(wall_s, 3),

@@ -19,7 +19,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..catalog import crash_points
 from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
@@ -32,7 +32,7 @@ from .compact import compact_and_update
 from .config import JobConfig, auto_shard_size
 from .evidence import attach_evidence, attach_given, open_sources
 from .lock import RootLock
-from .manifest import RunLog, finish_manifest, plan_counts, start_manifest, utcnow
+from .manifest import RunLog, RunStatus, finish_manifest, plan_counts, start_manifest, utcnow
 from .plan import Plan, build_plan, make_shards, plan_digest
 from .rollup import merge_small_run, recover_root
 from .shard import ShardSpec, renderer_version, run_shard, task_for
@@ -42,14 +42,18 @@ from .store import RunStore, mark_failed_in_place, write_json_atomic, write_late
 log = logging.getLogger(__name__)
 
 
+#: how :func:`run_job` ended: "finished" | "failed" (shards) | "catalog_update_failed" (compaction or current/
+#: failed) | "nothing_to_do" | "error_rate_exceeded" (finished, too many ERROR rows); not the manifest's
+#: :data:`~spec_vetting.pipeline.manifest.RunStatus`
+OutcomeStatus = Literal["finished", "failed", "catalog_update_failed", "nothing_to_do", "error_rate_exceeded"]
+
+
 @dataclass
 class RunOutcome:
     run_id: str
     run_date: str
     root: str
-    #: "finished" | "failed" (shards) | "catalog_update_failed" (compaction or current/ failed) | "nothing_to_do" |
-    #: "error_rate_exceeded" (finished, too many ERROR rows)
-    status: str
+    status: OutcomeStatus
     resumed: bool
     summary: dict[str, Any] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -689,7 +693,8 @@ def _record_failure(store: RunStore, manifest: dict, runlog, run_id: str, reason
     """A caught error ends the attempt as FAILED with its reason, in the manifest and run.log (never `running`):
     each written on its own, the manifest first; a full disk that refuses the manifest's rewrite still gets its
     status turned to failed in place (:func:`.store.mark_failed_in_place`)."""
-    manifest["status"] = "failed"
+    failed: RunStatus = "failed"
+    manifest["status"] = failed
     manifest["failures"] = [reason]
     manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), failed=reason)
     try:
@@ -717,7 +722,8 @@ def _record_interruption(exc: BaseException, store: RunStore, manifest: dict, sh
         n_done = sum(1 for s in shards if s.shard_id in done)
         runlog.write("ERROR", f"INTERRUPTED run {run_id} by {name}: {n_done} of {len(shards)} shards done and kept; "
                      "rerun the same command to resume")
-        manifest["status"] = "interrupted"
+        interrupted: RunStatus = "interrupted"
+        manifest["status"] = interrupted
         manifest.setdefault("attempts", [{}])[-1].update(finished_at=utcnow(), interrupted_by=name)
         write_json_atomic(store.manifest_path, manifest)
     except Exception:  # the interruption itself must still reach the command line
