@@ -27,7 +27,9 @@ responses between them, special tokens skipped): :func:`trajectory_text` rebuild
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .protocol import TOOL_RESPONSE_CLOSE, TOOL_RESPONSE_OPEN
@@ -171,6 +173,36 @@ def locate_verdict(text: str) -> int | None:
 #: ``<|im_start|>user\n<tool_response>\n<image>TEXT\n</tool_response><|im_end|>\n<|im_start|>assistant\n``
 TOOL_TURN_HEAD = "user\n" + TOOL_RESPONSE_OPEN
 TOOL_TURN_TAIL = TOOL_RESPONSE_CLOSE + "\nassistant\n"
+
+
+def verdict_word(piece: str) -> str | None:
+    """"YES" or "NO" for the text one token writes from the verdict's first letter on, when it can be the start of
+    that word or the word itself (any case, spaces and a brace before it): the rule both engines read P(YES) by."""
+    t = piece.strip().lstrip("{").strip().upper()
+    if not t:
+        return None
+    if "YES".startswith(t) or t.startswith("YES"):
+        return "YES"
+    if "NO".startswith(t) or t.startswith("NO"):
+        return "NO"
+    return None
+
+
+def verdict_probability(alternatives: Iterable[tuple[str, float]], lead: str = "") -> float | None:
+    """P(YES) / (P(YES) + P(NO)) over the (token text, log-probability) alternatives the model weighed at the token
+    that writes the verdict's first letter (:func:`locate_verdict`); ``lead`` is the text that token writes before
+    the letter (a fused ``{YES``), which an alternative must write too. None when no alternative is a verdict."""
+    mass = {"YES": 0.0, "NO": 0.0}
+    for text, logprob in alternatives:
+        if not isinstance(text, str) or not isinstance(logprob, int | float) or not math.isfinite(logprob):
+            continue
+        if not text.startswith(lead):
+            continue
+        word = verdict_word(text[len(lead):])
+        if word is not None:
+            mass[word] += math.exp(logprob)
+    total = mass["YES"] + mass["NO"]
+    return None if total <= 0 else mass["YES"] / total
 
 
 def trajectory_text(turns) -> tuple[str, list[int]]:

@@ -190,3 +190,21 @@ def test_parse_answer_never_raises_on_odd_input():
 def test_has_answer_block():
     assert has_answer_block("<answer>x</answer>")
     assert not has_answer_block("<answer>x")
+
+
+def test_verdict_probability_is_one_rule_for_both_engines():
+    """P(YES) over the alternatives at the verdict's token, worked out by hand (both engines call this)."""
+    import math
+
+    from spec_vetting.answers import verdict_probability
+
+    alts = [("YES", math.log(0.5)), (" no", math.log(0.25)), ("maybe", math.log(0.25))]
+    assert verdict_probability(alts) == pytest.approx(0.5 / 0.75)
+    # a fused "{YES": only alternatives that write the same lead count, read after it
+    fused = [("{YES", math.log(0.3)), ("{N", math.log(0.1)), ("YES", math.log(0.6))]
+    assert verdict_probability(fused, lead="{") == pytest.approx(0.75)
+    # a piece of the word counts ("Y" of "Y" + "ES"), as does a token that begins with it ("Nope" for NO)
+    assert verdict_probability([("Y", math.log(0.6)), ("Nope", math.log(0.2)), ("A", math.log(0.2))]) == \
+        pytest.approx(0.75)
+    # other words and non-finite log-probabilities do not
+    assert verdict_probability([("maybe", 0.0), ("YES", float("nan"))]) is None

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ...answers import locate_verdict
+from ...answers import locate_verdict, verdict_probability
 from ...protocol import RESPONSE_TOKENS
 from ...render.model_picture import first_picture_as_trained
 from ...types import ImagePart, Message, Sampling, TextPart, Usage
@@ -213,23 +213,6 @@ def usage_from_wire(usage: Any) -> Usage:
     return out
 
 
-def _token_prob(entries: list[dict]) -> tuple[float, float]:
-    """Summed probability of YES-like and NO-like first tokens among the alternatives of one position."""
-    p_yes = p_no = 0.0
-    for alt in entries:
-        if not isinstance(alt, dict):
-            continue
-        tok = str(alt.get("token", "")).strip().lstrip("{").strip().upper()
-        lp = alt.get("logprob")
-        if not isinstance(lp, int | float) or not math.isfinite(lp) or not tok:
-            continue
-        if "YES".startswith(tok) or tok.startswith("YES"):
-            p_yes += math.exp(lp)
-        elif "NO".startswith(tok) or tok.startswith("NO"):
-            p_no += math.exp(lp)
-    return p_yes, p_no
-
-
 def p_yes_from_logprobs(logprobs: Any) -> float | None:
     """P(YES) / (P(YES) + P(NO)) at the token of the verdict the answer reader takes; None when it cannot be read.
 
@@ -258,12 +241,9 @@ def p_yes_from_logprobs(logprobs: Any) -> float | None:
     alts = item.get("top_logprobs") if isinstance(item, dict) else None
     if not isinstance(alts, list) or not alts:
         alts = [item]
-    if start_of_idx < after:  # fused token such as "{YES": compare alternatives after the lead
-        alts = [{**a, "token": str(a.get("token", ""))[after - start_of_idx:]} for a in alts if isinstance(a, dict)]
-    p_yes, p_no = _token_prob(alts)
-    if p_yes + p_no <= 0:
-        return None
-    return p_yes / (p_yes + p_no)
+    lead = text[start_of_idx:after]  # what the token writes before the verdict's letter (a fused "{YES")
+    return verdict_probability(((str(a.get("token", "")), a.get("logprob")) for a in alts if isinstance(a, dict)),
+                               lead)
 
 
 def tool_calls_as_text(tool_calls: Any) -> str:

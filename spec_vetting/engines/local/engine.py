@@ -18,7 +18,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import struct
 import threading
 import time
@@ -28,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ...answers import locate_verdict
+from ...answers import locate_verdict, verdict_probability
 from ...engine_interface import Engine, EngineSession
 from ...errors import ConfigError, EngineError
 from ...protocol import RESPONSE_TOKENS
@@ -40,7 +39,6 @@ log = logging.getLogger(__name__)
 ENGINE_VERSION = "local-transformers/1"
 #: how many top log-probabilities are kept per generated token when p_yes is asked for (as top_logprobs=20)
 TOP_LOGPROBS = 20
-VERDICT_WORDS = {"YES": ("YES", "Yes", "yes"), "NO": ("NO", "No", "no")}
 
 
 @dataclass
@@ -492,17 +490,8 @@ class LocalEngine(Engine):
         lead = text[len(before) : pos]  # text the step-k token writes before the verdict letter
         strings = self._strings()
         vals, idx = recorder.steps[k]
-        mass = {"YES": 0.0, "NO": 0.0}
-        for lp, tid in zip(vals[row].tolist(), idx[row].tolist(), strict=True):
-            s = strings[tid] if tid < len(strings) else ""
-            if len(s) <= len(lead):
-                continue
-            for verdict, words in VERDICT_WORDS.items():
-                if any((lead + w).startswith(s) or s.startswith(lead + w) for w in words):
-                    mass[verdict] += math.exp(lp)
-                    break
-        total = mass["YES"] + mass["NO"]
-        return None if total <= 0 else mass["YES"] / total
+        return verdict_probability(((strings[tid] if tid < len(strings) else "", lp)
+                                    for lp, tid in zip(vals[row].tolist(), idx[row].tolist(), strict=True)), lead)
 
 
 def verdict_position(text: str) -> int | None:
