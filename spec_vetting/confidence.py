@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from .evidence.gaia_columns import GAIA_ABS_G, GAIA_BP_RP, GAIA_PARALLAX, GAIA_PARALLAX_ERROR, GAIA_RUWE
+
 DEFAULT_BINS = 10
 
 #: a verdict is uncertain when max(p_yes, 1 - p_yes) is below this (p_yes strictly between 0.2 and 0.8)
@@ -110,8 +112,8 @@ _LISTED_ORDER = ("error", "undecided", "recovered_format", "verdict_outside_answ
                  "uncertain_p_yes", "evidence_disagrees")
 
 #: the verdict-row columns the review reasons read
-REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes", "task", "gaia_abs_g", "gaia_parallax",
-                  "gaia_parallax_error", "gaia_bp_rp", "evidence_extra")
+REVIEW_COLUMNS = ("verdict", "status", "recovered_verdict", "p_yes", "task", GAIA_ABS_G, GAIA_PARALLAX,
+                  GAIA_PARALLAX_ERROR, GAIA_BP_RP, "evidence_extra")
 
 #: ``review_urgency`` of a row that needs no review
 NOT_QUEUED = len(REVIEW_REASONS)
@@ -186,12 +188,12 @@ def _evidence_disagrees(column):
     texts = [column(n, pa.string()).to_numpy(zero_copy_only=False) for n in ("task", "verdict")]
     # issue 38: a YES that a significant light curve (in evidence_extra) contradicts
     light = _light_curve_disagrees(column, texts)
-    mg = numbers("gaia_abs_g")
+    mg = numbers(GAIA_ABS_G)
     if not np.isfinite(mg).any():  # no Gaia evidence in these rows: only the light curves
         return pa.array(light)
     with np.errstate(divide="ignore", invalid="ignore"):
-        poe = numbers("gaia_parallax") / numbers("gaia_parallax_error")
-    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers("gaia_bp_rp"), numbers("gaia_ruwe")) | light)
+        poe = numbers(GAIA_PARALLAX) / numbers(GAIA_PARALLAX_ERROR)
+    return pa.array(disagreement(texts[0], texts[1], mg, poe, numbers(GAIA_BP_RP), numbers(GAIA_RUWE)) | light)
 
 
 def _light_curve_disagrees(column, texts):
@@ -249,7 +251,7 @@ def review_table(rows: list[dict]):
                      "recovered_verdict": pa.array(values("recovered_verdict"), pa.string()),
                      "p_yes": pa.array(p, pa.float64()),
                      "task": pa.array(values("task"), pa.string()),
-                     **{n: numbers(n) for n in ("gaia_abs_g", "gaia_parallax", "gaia_parallax_error", "gaia_bp_rp")},
+                     **{n: numbers(n) for n in (GAIA_ABS_G, GAIA_PARALLAX, GAIA_PARALLAX_ERROR, GAIA_BP_RP)},
                      "evidence_extra": pa.array(values("evidence_extra"), pa.string())})
 
 

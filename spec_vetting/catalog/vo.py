@@ -17,6 +17,22 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from ..evidence.gaia_columns import (
+    GAIA_ABS_G,
+    GAIA_ABS_G_ERROR,
+    GAIA_BP_RP,
+    GAIA_G_MAG,
+    GAIA_N_WITHIN,
+    GAIA_PARALLAX,
+    GAIA_PARALLAX_ERROR,
+    GAIA_PMDEC,
+    GAIA_PMRA,
+    GAIA_REASON,
+    GAIA_RUWE,
+    GAIA_SEP_ARCSEC,
+    GAIA_SOURCE_ID,
+)
+
 #: UCD1+ of the exported columns that have one (the others are free text or bookkeeping)
 UCDS = {
     "run_id": "meta.id;meta.dataset",
@@ -56,19 +72,19 @@ UCDS = {
     "run_date": "time.epoch;meta.dataset",
     # Gaia evidence (spec-vet run --evidence gaia=...): the words the Gaia archive gives its own columns where
     # UCD1+ has them (G has no em.opt.G word: em.opt, as the archive writes it)
-    "gaia_source_id": "meta.id.cross",
-    "gaia_parallax": "pos.parallax",
-    "gaia_parallax_error": "stat.error;pos.parallax",
-    "gaia_pmra": "pos.pm;pos.eq.ra",
-    "gaia_pmdec": "pos.pm;pos.eq.dec",
-    "gaia_phot_g_mean_mag": "phot.mag;em.opt",
-    "gaia_bp_rp": "phot.color;em.opt.B;em.opt.R",
-    "gaia_ruwe": "stat.fit.goodness",
-    "gaia_sep_arcsec": "pos.angDistance",
-    "gaia_n_within": "meta.number",
-    "gaia_abs_g": "phys.magAbs;em.opt",
-    "gaia_abs_g_error": "stat.error;phys.magAbs;em.opt",
-    "gaia_reason": "meta.note",
+    GAIA_SOURCE_ID: "meta.id.cross",
+    GAIA_PARALLAX: "pos.parallax",
+    GAIA_PARALLAX_ERROR: "stat.error;pos.parallax",
+    GAIA_PMRA: "pos.pm;pos.eq.ra",
+    GAIA_PMDEC: "pos.pm;pos.eq.dec",
+    GAIA_G_MAG: "phot.mag;em.opt",
+    GAIA_BP_RP: "phot.color;em.opt.B;em.opt.R",
+    GAIA_RUWE: "stat.fit.goodness",
+    GAIA_SEP_ARCSEC: "pos.angDistance",
+    GAIA_N_WITHIN: "meta.number",
+    GAIA_ABS_G: "phys.magAbs;em.opt",
+    GAIA_ABS_G_ERROR: "stat.error;phys.magAbs;em.opt",
+    GAIA_REASON: "meta.note",
 }
 
 #: VOUnit spellings of the schema's units that VOUnit deprecates

@@ -5,6 +5,7 @@ with their errors, or the reason when they are absent.
 Layer: below the engines, above the spectra. What it finds travels with the candidate
 (``Candidate.evidence``) and reaches an engine only through ``InspectionContext.evidence``.
 
+- :mod:`.gaia_columns`: the names of the Gaia columns of a verdict row, the one place they are spelled;
 - :mod:`.sources`: what a run asks for (``--evidence NAME=CATALOG``; the job file's ``evidence:``) and the columns
   each source gives;
 - :mod:`.motion`: epochs (a spectrum's MJD, a catalog's reference epoch) and proper-motion propagation;

@@ -26,6 +26,16 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
+from .gaia_columns import (
+    GAIA_ABS_G,
+    GAIA_ABS_G_ERROR,
+    GAIA_G_MAG,
+    GAIA_PARALLAX,
+    GAIA_PARALLAX_ERROR,
+    GAIA_REASON,
+    GAIA_RUWE,
+    GAIA_SOURCE_ID,
+)
 from .photometry import absolute_g
 from .sources import GAIA_DR3_EPOCH, PM_COLUMNS, EvidenceSource
 
@@ -290,10 +300,10 @@ def record(source: EvidenceSource, matched: dict[str, Any] | None, reason: str |
 def gaia_derived(values: dict[str, Any]) -> dict[str, Any]:
     """``gaia_abs_g``, ``gaia_abs_g_error`` and, when they are null, why (in ``gaia_reason``, unless the match
     itself already says why)."""
-    if values.get("gaia_source_id") is None and values.get("gaia_parallax") is None:
-        return {"gaia_abs_g": None, "gaia_abs_g_error": None,
-                "gaia_reason": values.get("gaia_reason") or "no Gaia source"}
-    mg, err, why = absolute_g(values.get("gaia_phot_g_mean_mag"), values.get("gaia_parallax"),
-                              values.get("gaia_parallax_error"), values.get("gaia_ruwe"))
-    reason = values.get("gaia_reason") or (f"no M_G: {why}" if why else None)
-    return {"gaia_abs_g": mg, "gaia_abs_g_error": err, "gaia_reason": reason}
+    if values.get(GAIA_SOURCE_ID) is None and values.get(GAIA_PARALLAX) is None:
+        return {GAIA_ABS_G: None, GAIA_ABS_G_ERROR: None,
+                GAIA_REASON: values.get(GAIA_REASON) or "no Gaia source"}
+    mg, err, why = absolute_g(values.get(GAIA_G_MAG), values.get(GAIA_PARALLAX),
+                              values.get(GAIA_PARALLAX_ERROR), values.get(GAIA_RUWE))
+    reason = values.get(GAIA_REASON) or (f"no M_G: {why}" if why else None)
+    return {GAIA_ABS_G: mg, GAIA_ABS_G_ERROR: err, GAIA_REASON: reason}

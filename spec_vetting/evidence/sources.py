@@ -14,18 +14,28 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from .gaia_columns import (
+    GAIA_BP_RP,
+    GAIA_G_MAG,
+    GAIA_PARALLAX,
+    GAIA_PARALLAX_ERROR,
+    GAIA_PMDEC,
+    GAIA_PMRA,
+    GAIA_RUWE,
+    GAIA_SOURCE_ID,
+)
 from .lightcurve_settings import LightCurveSettings
 
 #: Gaia DR3 column -> verdict-row column (the columns a ``gaia`` catalog must have, besides ra and dec)
 GAIA_COLUMNS: dict[str, str] = {
-    "source_id": "gaia_source_id",
-    "parallax": "gaia_parallax",
-    "parallax_error": "gaia_parallax_error",
-    "pmra": "gaia_pmra",
-    "pmdec": "gaia_pmdec",
-    "phot_g_mean_mag": "gaia_phot_g_mean_mag",
-    "bp_rp": "gaia_bp_rp",
-    "ruwe": "gaia_ruwe",
+    "source_id": GAIA_SOURCE_ID,
+    "parallax": GAIA_PARALLAX,
+    "parallax_error": GAIA_PARALLAX_ERROR,
+    "pmra": GAIA_PMRA,
+    "pmdec": GAIA_PMDEC,
+    "phot_g_mean_mag": GAIA_G_MAG,
+    "bp_rp": GAIA_BP_RP,
+    "ruwe": GAIA_RUWE,
 }
 #: Gaia DR3's reference epoch (Julian year), used when neither the entry nor the catalog's properties give one
 GAIA_DR3_EPOCH = 2016.0

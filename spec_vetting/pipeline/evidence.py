@@ -25,6 +25,7 @@ from typing import Any
 from ..errors import RunFailedError
 from ..evidence.crossmatch import OpenCatalog, match, open_catalog, record
 from ..evidence.file_position import FROM_FILE, FROM_LIST, position_from_file
+from ..evidence.gaia_columns import GAIA_SOURCE_ID
 from ..evidence.lightcurve_match import light_curve_record, match_light_curves, open_light_curves
 from ..evidence.motion import mjd_from_name, mjd_to_jyear
 from ..evidence.sources import EvidenceSource
@@ -219,7 +220,7 @@ def attach_evidence(root: Path, run_id: str, opened: list[OpenCatalog], candidat
             cand.evidence = {**(getattr(cand, "evidence", None) or {}), **values[str(cand.candidate_id)]}
         sep_key = src.match_keys[0]
         counts["with_source"] = sum(1 for v in values.values() if v.get(sep_key) is not None
-                                    or (src.name == "gaia" and v.get("gaia_source_id") is not None))
+                                    or (src.name == "gaia" and v.get(GAIA_SOURCE_ID) is not None))
         summary[src.name] = {"catalog": src.catalog, "radius_arcsec": src.radius_arcsec, "epoch": oc.epoch,
                              "margin": oc.has_margin, "proper_motions": oc.has_pm, "cache": str(folder),
                              **counts, "wall_s": round(time.perf_counter() - t0, 3)}

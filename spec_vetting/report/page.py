@@ -52,6 +52,7 @@ from ..catalog.walk import walk_data
 from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
 from ..evaluate import ABSTAIN_NOTE
+from ..evidence.gaia_columns import GAIA_ABS_G, GAIA_BP_RP, GAIA_SOURCE_ID
 from ..evidence.lightcurve_points import read_points
 from ..evidence.loci import MS_SLOPE, MS_ZERO, WD_SLOPE, WD_ZERO
 from ..lines import GROUPS, LINES
@@ -290,7 +291,7 @@ class PageSelection:
 def _light(row: dict, reasons: list[str]) -> dict:
     light = {"candidate_id": str(row["candidate_id"]), "task": row["task"], "verdict": row.get("verdict"),
              "p_yes": _clean_number(row.get("p_yes")), "review_reasons": reasons}
-    bp_rp, abs_g = _clean_number(row.get("gaia_bp_rp")), _clean_number(row.get("gaia_abs_g"))
+    bp_rp, abs_g = _clean_number(row.get(GAIA_BP_RP)), _clean_number(row.get(GAIA_ABS_G))
     if isinstance(bp_rp, (int, float)) and isinstance(abs_g, (int, float)):
         light["cmd"] = [bp_rp, abs_g]  # the candidate's place in the colour-magnitude diagram of every page file
     return light
@@ -308,7 +309,7 @@ def evidence_record(row: dict) -> dict:
         if v is None:
             continue
         v = _clean_number(v) if isinstance(v, float) else v
-        out[name] = str(v) if name == "gaia_source_id" else v  # a source_id is 19 digits: exact as text
+        out[name] = str(v) if name == GAIA_SOURCE_ID else v  # a source_id is 19 digits: exact as text
     return out
 
 
@@ -332,7 +333,7 @@ def selection_from_catalog(root, run_id: str | None = None, *, threshold: float 
     from ..catalog.walk import walk_run
     from ..review_queue import REASONS, queue
 
-    columns = ["verdict", "p_yes", "gaia_bp_rp", "gaia_abs_g"]
+    columns = ["verdict", "p_yes", GAIA_BP_RP, GAIA_ABS_G]
     scan, batches = queue(root, run_id, columns, threshold=threshold, only_queued=only_queue,
                           tasks=tasks, limit=max_candidates)
     index = []

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ...evidence.gaia_columns import GAIA_ABS_G, GAIA_ABS_G_ERROR, GAIA_BP_RP, GAIA_RUWE
 from ...evidence.loci import (
     DWARF_MG_MIN,
     GIANT_MG_MAX,
@@ -42,7 +43,7 @@ class EvidenceTerm:
     """One astrometric term: a :class:`.significance.Term` (``value`` ± ``error`` against ``threshold``, in mag),
     what its side of the threshold means, and what it adds to the score."""
 
-    key: str  # e.g. "gaia_abs_g"
+    key: str  # e.g. GAIA_ABS_G
     term: Term
     meaning: str  # what the value's side of the threshold means
     contribution: float
@@ -66,37 +67,37 @@ def _term(key, name, value, error, threshold, meaning, contribution) -> Evidence
 def evidence_terms(task: str, evidence: dict[str, Any] | None) -> list[EvidenceTerm]:
     """The significant astrometric terms for ``task`` (empty without Gaia M_G, or for a task without terms)."""
     evidence = evidence or {}
-    mg, err = evidence_number(evidence, "gaia_abs_g"), evidence_number(evidence, "gaia_abs_g_error")
-    ruwe = evidence_number(evidence, "gaia_ruwe")
+    mg, err = evidence_number(evidence, GAIA_ABS_G), evidence_number(evidence, GAIA_ABS_G_ERROR)
+    ruwe = evidence_number(evidence, GAIA_RUWE)
     if mg is None or err is None or (ruwe is not None and ruwe > RUWE_MAX):
         return []  # M_G from a doubtful astrometric solution (older caches and lists may still carry one)
     err = max(err, 1e-3)
-    c = evidence_number(evidence, "gaia_bp_rp")
+    c = evidence_number(evidence, GAIA_BP_RP)
     terms: list[EvidenceTerm | None] = []
     if task == "gm":
         if mg < GIANT_MG_MAX:
-            terms.append(_term("gaia_abs_g", "Gaia M_G", mg, err, GIANT_MG_MAX, "a giant's luminosity", 3.0))
+            terms.append(_term(GAIA_ABS_G, "Gaia M_G", mg, err, GIANT_MG_MAX, "a giant's luminosity", 3.0))
         elif mg > DWARF_MG_MIN:
-            terms.append(_term("gaia_abs_g", "Gaia M_G", mg, err, DWARF_MG_MIN, "a dwarf's luminosity", -3.0))
+            terms.append(_term(GAIA_ABS_G, "Gaia M_G", mg, err, DWARF_MG_MIN, "a dwarf's luminosity", -3.0))
     elif task == "wd" and c is not None:
         wd = float(white_dwarf_mg(c))
         off = mg - wd  # > 0: fainter than the line
         if abs(off) < WD_LOCUS_HALF_WIDTH:
             # on the locus: significant when the value is well inside the band, towards the line
             edge = wd - WD_LOCUS_HALF_WIDTH if off < 0 else wd + WD_LOCUS_HALF_WIDTH
-            terms.append(_term("gaia_abs_g", f"Gaia M_G at BP-RP {c:.2f}", mg, err, edge,
+            terms.append(_term(GAIA_ABS_G, f"Gaia M_G at BP-RP {c:.2f}", mg, err, edge,
                                "on the white-dwarf sequence", 3.0))
         elif off < -3.0:
-            terms.append(_term("gaia_abs_g", f"Gaia M_G at BP-RP {c:.2f}", mg, err, wd - 3.0,
+            terms.append(_term(GAIA_ABS_G, f"Gaia M_G at BP-RP {c:.2f}", mg, err, wd - 3.0,
                                "far above the white-dwarf sequence", -3.0))
     elif task == "cv" and c is not None:
         ms, wd = float(main_sequence_mg(c)), float(white_dwarf_mg(c))
         if ms + 2.0 < mg < wd - 1.0:
             edge = ms + 2.0 if mg - (ms + 2.0) < (wd - 1.0) - mg else wd - 1.0
-            terms.append(_term("gaia_abs_g", f"Gaia M_G at BP-RP {c:.2f}", mg, err, edge,
+            terms.append(_term(GAIA_ABS_G, f"Gaia M_G at BP-RP {c:.2f}", mg, err, edge,
                                "between the white-dwarf and main sequences", 2.0))
         elif mg < ms - 2.0:
-            terms.append(_term("gaia_abs_g", f"Gaia M_G at BP-RP {c:.2f}", mg, err, ms - 2.0,
+            terms.append(_term(GAIA_ABS_G, f"Gaia M_G at BP-RP {c:.2f}", mg, err, ms - 2.0,
                                "above the main sequence, too luminous for a CV", -2.0))
     return [t for t in terms if t is not None]
 
