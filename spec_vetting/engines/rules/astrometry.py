@@ -1,4 +1,4 @@
-"""Evidence terms from Gaia astrometry and photometry, added to the spectral score of the rules engine.
+"""Score terms from Gaia astrometry and photometry, added to the spectral score of the rules engine.
 
 Each term reads one value with its error from the candidate's evidence (``ctx.evidence``: ``gaia_abs_g`` and
 ``gaia_abs_g_error`` from :mod:`spec_vetting.evidence.photometry`, ``gaia_bp_rp``) and a threshold from the

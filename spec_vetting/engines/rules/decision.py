@@ -27,7 +27,7 @@ from .astrometry import evidence_terms, with_terms
 from .diagnostics import Measurement, RestSpectrum
 from .features import nebular_lines
 from .redshift import unexplained_emission
-from .scoring import CAP, Evidence, TaskScore, _v
+from .scoring import CAP, ScoreTerm, TaskScore, _v
 from .significance import Term
 from .tasks import RULES_TASKS, RulesTask, rules_task
 from .variability import light_curve_terms, with_light_curve_terms
@@ -55,7 +55,7 @@ class Decision:
     cited: list[str]
     redshift: float
     redshift_known: bool
-    evidence: list[Evidence] = field(default_factory=list)  # the score's terms; the justification quotes some
+    evidence: list[ScoreTerm] = field(default_factory=list)  # the score's terms; the justification quotes some
 
 
 def p_yes_from_score(task: str, score: float) -> float:
@@ -85,7 +85,7 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True,
     measurements = fs.measure(rs)
 
     # both read ``measurements`` when called: a gate below rebinds it to add the measurements it cites
-    def verdict_of(score: float, evidence: list[Evidence], ts: TaskScore | None, cited: list[str]) -> Decision:
+    def verdict_of(score: float, evidence: list[ScoreTerm], ts: TaskScore | None, cited: list[str]) -> Decision:
         p = fs.p_yes(score)
         if ts is None:  # a gate: its one piece of evidence, then the class it rules out
             verdict = "YES" if p >= 0.5 else "NO"
@@ -97,21 +97,21 @@ def decide(rs: RestSpectrum, task: str, *, redshift_known: bool = True,
         return Decision(key, fs.class_name, verdict, score, p, None, text, measurements, cited,
                         rs.redshift, redshift_known, evidence)
 
-    def no_verdict(reason: str, cited: list[str], evidence: list[Evidence] | None = None) -> Decision:
+    def no_verdict(reason: str, cited: list[str], evidence: list[ScoreTerm] | None = None) -> Decision:
         return Decision(key, fs.class_name, None, None, None, reason, "", measurements, cited, rs.redshift,
                         redshift_known, evidence or [])
 
     if redshift_known and rs.redshift > STELLAR_Z_MAX:
         zm = Measurement("the redshift z", float(rs.redshift))
         measurements = {**measurements, "redshift": zm}
-        ev = Evidence("redshift", Term.of(zm, STELLAR_Z_MAX, digits=4), "far above stellar velocities, an "
+        ev = ScoreTerm("redshift", Term.of(zm, STELLAR_Z_MAX, digits=4), "far above stellar velocities, an "
                       "extragalactic object", GATE_SCORE)
         return verdict_of(GATE_SCORE, [ev], None, ["redshift"])
     is_nebular, neb = _nebular(rs)
     if is_nebular:
         measurements = {**measurements, **neb}
         o3 = neb["ew_oiii5007"]
-        ev = Evidence("ew_oiii5007", Term.of(o3, -5.0), "strong narrow [O III] emission marks a galaxy or nebula",
+        ev = ScoreTerm("ew_oiii5007", Term.of(o3, -5.0), "strong narrow [O III] emission marks a galaxy or nebula",
                       GATE_SCORE)
         return verdict_of(GATE_SCORE, [ev], None, ["ew_oiii5007", "ew_hb_core"])
     if not redshift_known:

@@ -1,6 +1,6 @@
 """Per-task scores: for each task a sum of physically motivated terms, each tied to one measured (or derived)
 value with its error and a threshold. A term counts only when its value is significantly (``significance.SIGMA``
-errors) on one side of its threshold, so the score is exactly the sum of its significant :class:`Evidence`
+errors) on one side of its threshold, so the score is exactly the sum of its significant :class:`ScoreTerm`
 contributions, capped where a requirement is unmet or a veto is significant. A positive total leans to YES, a
 negative one to NO (the calibration in ``tasks.py`` maps 0 to p_yes = 0.5); ``decision.py`` turns that into a
 verdict only when the significant terms support it (:meth:`TaskScore.settle`). The justification is built from
@@ -22,7 +22,7 @@ CAP = -1.0
 
 
 @dataclass(frozen=True)
-class Evidence:
+class ScoreTerm:
     """One term of a score: a measured value with its error against a threshold, and what that means for the task.
 
     ``role``: ``"term"`` adds ``contribution`` when significant; ``"veto"`` also caps the score at :data:`CAP`
@@ -114,13 +114,13 @@ class TaskScore:
 
     score: float | None
     abstain_reason: str | None = None
-    evidence: list[Evidence] = field(default_factory=list)
+    evidence: list[ScoreTerm] = field(default_factory=list)
     yes_conclusion: str = ""  # closes a YES justification, e.g. "as in an M giant"
     no_conclusion: str = ""  # ... and a NO one
     cited: list[str] = field(default_factory=list)  # keys of the measurements the score read
     derived: dict[str, Measurement] = field(default_factory=dict)  # combined measurements the evidence cites
     #: measurements that decide NO on their own when significant, checked even when the score abstains
-    decisive: list[Evidence] = field(default_factory=list)
+    decisive: list[ScoreTerm] = field(default_factory=list)
 
     def settle(self, p_yes: float) -> tuple[str | None, str]:
         """The verdict the significant terms support and its text: ``("YES", justification)``, ``("NO", ...)``
@@ -178,7 +178,7 @@ class _Terms:
 
     def __init__(self, m: dict[str, Measurement]):
         self.m = m
-        self.evidence: list[Evidence] = []
+        self.evidence: list[ScoreTerm] = []
         self.derived: dict[str, Measurement] = {}
         self.cited: list[str] = []
 
@@ -207,7 +207,7 @@ class _Terms:
         term = Term.of(meas, threshold, value=value, digits=digits)
         v = term.value
         meaning = "" if v is None else (above if v >= threshold else below)
-        self.evidence.append(Evidence(key, term, meaning, float(contribution), "veto" if veto else "term",
+        self.evidence.append(ScoreTerm(key, term, meaning, float(contribution), "veto" if veto else "term",
                                       defining, veto or "above"))
         self._cite(key)
         return contribution
@@ -226,16 +226,16 @@ class _Terms:
             text = missing or no
         else:
             text = yes if (term.value >= threshold) == (yes_side == "above") else no
-        self.evidence.append(Evidence(key, term, text, contribution, "require", None, yes_side))
+        self.evidence.append(ScoreTerm(key, term, text, contribution, "require", None, yes_side))
         if meas.ok:
             self._cite(key)
 
-    def decisive(self, key: str, yes_side: str, threshold: float, meaning: str) -> Evidence:
+    def decisive(self, key: str, yes_side: str, threshold: float, meaning: str) -> ScoreTerm:
         """A measurement that alone says NO when significantly off ``yes_side`` of ``threshold``."""
         meas = self.m[key]
-        return Evidence(key, Term.of(meas, threshold), meaning, 0.0, "veto", None, yes_side)
+        return ScoreTerm(key, Term.of(meas, threshold), meaning, 0.0, "veto", None, yes_side)
 
-    def result(self, yes: str, no: str, decisive: list[Evidence] | None = None) -> TaskScore:
+    def result(self, yes: str, no: str, decisive: list[ScoreTerm] | None = None) -> TaskScore:
         return TaskScore(self.total, evidence=self.evidence, yes_conclusion=yes, no_conclusion=no,
                          cited=self.cited, derived=self.derived, decisive=decisive or [])
 
@@ -312,17 +312,17 @@ def _weighted(m: dict[str, Measurement], weights: dict[str, float], max_error: f
 COOL_STAR_SLOPE_MIN = 0.0
 
 
-def _cool_star_slope(m: dict[str, Measurement]) -> list[Evidence]:
+def _cool_star_slope(m: dict[str, Measurement]) -> list[ScoreTerm]:
     """The decisive term of the cool-star tasks: the continuum slope against :data:`COOL_STAR_SLOPE_MIN`."""
     if "slope" not in m:
         return []
     term = Term.of(m["slope"], COOL_STAR_SLOPE_MIN)
     meaning = ("a continuum too blue for a cool star" if term.measured and term.value < COOL_STAR_SLOPE_MIN
                else "a continuum red enough for a cool star")
-    return [Evidence("slope", term, meaning, 0.0, "veto", None, "above")]
+    return [ScoreTerm("slope", term, meaning, 0.0, "veto", None, "above")]
 
 
-def _with_decisive(ts: TaskScore, decisive: list[Evidence], no: str) -> TaskScore:
+def _with_decisive(ts: TaskScore, decisive: list[ScoreTerm], no: str) -> TaskScore:
     """An abstaining score that still carries the measurements able to decide NO alone."""
     ts.decisive = decisive
     ts.no_conclusion = no
@@ -625,11 +625,11 @@ def score_wd(m: dict[str, Measurement]) -> TaskScore:
     return da.result("as in a DA white dwarf", "not a white dwarf", decisive)
 
 
-def _wd_decisive(m: dict[str, Measurement]) -> tuple[list[Evidence], dict[str, Measurement]]:
+def _wd_decisive(m: dict[str, Measurement]) -> tuple[list[ScoreTerm], dict[str, Measurement]]:
     """What rules a white dwarf out alone: a continuum significantly redder than WD_SLOPE_MAX, or Balmer absorption
     significantly below WD_EW_MIN together with both He I lines significantly below 2 Å (neither DA nor DB)."""
     slope = Term.of(m["slope"], WD_SLOPE_MAX)
-    out = [Evidence("slope", slope, "not the blue continuum of a white dwarf" if slope.measured and
+    out = [ScoreTerm("slope", slope, "not the blue continuum of a white dwarf" if slope.measured and
                     slope.value >= WD_SLOPE_MAX else "the blue continuum of a white dwarf", 0.0, "veto", None,
                     "below")]
     balmer = _weighted(m, {k: 1.0 for k in ("ew_hb", "ew_hg") if m[k].ok}, float("inf"), "mean Balmer EW", "Å")
@@ -637,6 +637,6 @@ def _wd_decisive(m: dict[str, Measurement]) -> tuple[list[Evidence], dict[str, M
     if balmer is None or not all(h.below() for h in he):
         return out, {}
     he_text = " and ".join(h.quantity() for h in he)
-    out.append(Evidence("ew_balmer_any", Term.of(balmer, WD_EW_MIN), f"no Balmer absorption, and no He I "
+    out.append(ScoreTerm("ew_balmer_any", Term.of(balmer, WD_EW_MIN), f"no Balmer absorption, and no He I "
                         f"absorption either ({he_text})", 0.0, "veto", None, "above"))
     return out, {"ew_balmer_any": balmer}

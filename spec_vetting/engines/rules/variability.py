@@ -1,4 +1,4 @@
-"""Evidence terms from a light curve (issue 38), added to the spectral score beside the astrometric ones.
+"""Score terms from a light curve (issue 38), added to the spectral score beside the astrometric ones.
 
 Each term is a significant finding of :mod:`spec_vetting.evidence.variability` (value beyond its threshold by
 3 errors; the thresholds and their sources are listed there) and is cited in the justification with its number,
