@@ -97,3 +97,15 @@ def pytest_runtest_makereport(item, call):
     server = getattr(item, "funcargs", {}).get("vllm_server")
     if report.failed and server is not None:
         report.sections.append(("vLLM server log", server.log_tail()))
+
+
+@pytest.fixture(scope="session")
+def baseline():
+    """The plain pyplot routine (benchmarks/render/baseline.py): identical to the upstream plotting routine on the
+    365 shared references, and the renderers' oracle for generated views."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.render_baseline

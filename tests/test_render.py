@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import threading
 from pathlib import Path
@@ -29,14 +28,6 @@ def _spectrum(n: int = 600, lo: float = 6000.0, hi: float = 7000.0, seed: int = 
 def _pixels(png: bytes) -> np.ndarray:
     with Image.open(io.BytesIO(png)) as im:
         return np.asarray(im.convert("RGB"))
-
-
-@pytest.fixture(scope="module")
-def baseline():
-    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.render_baseline
 
 
 def test_png_is_opaque_rgb_of_the_expected_size():

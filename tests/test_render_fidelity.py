@@ -11,7 +11,6 @@ references here.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -114,24 +113,18 @@ def test_the_figure_renderer_alone_matches_every_case(which, cases, edges):
 
 
 @pytest.mark.slow
-def test_the_baseline_routine_reproduces_the_references(cases):
+def test_the_baseline_routine_reproduces_the_references(cases, baseline):
     renders, index, arrays = cases
-    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
     sample = [case for case in index if case["image"] in BASELINE_SAMPLE]
     assert len(sample) == len(BASELINE_SAMPLE)
-    assert not _differences(module.render_baseline, renders, sample, arrays)
+    assert not _differences(baseline, renders, sample, arrays)
 
 
 @pytest.mark.slow
-def test_the_baseline_routine_reproduces_the_edge_views(edges):
+def test_the_baseline_routine_reproduces_the_edge_views(edges, baseline):
     """On every 12th edge view (all 285 were checked once: benchmarks/render/compare.py baseline)."""
     renders, index, arrays = edges
-    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert not _differences(module.render_baseline, renders, index[::12], arrays)
+    assert not _differences(baseline, renders, index[::12], arrays)
 
 
 def test_title_is_drawn(cases):

@@ -10,7 +10,6 @@ other's oracle.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -22,14 +21,6 @@ from spec_vetting.render import fast_path, figure_path, plan, png, render_spectr
 
 REPO = Path(__file__).resolve().parents[1]
 STORED = json.loads((REPO / "tests" / "data" / "render_views_baseline.json").read_text())
-
-
-@pytest.fixture(scope="module")
-def baseline():
-    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.render_baseline
 
 
 def _stored_views(seeds):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import zlib
 from pathlib import Path
@@ -18,14 +17,6 @@ from spec_vetting.render.png import encode_png
 from spec_vetting.render.text_renderer import TextCachingRendererAgg
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def baseline():
-    spec = importlib.util.spec_from_file_location("render_baseline", REPO / "benchmarks" / "render" / "baseline.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.render_baseline
 
 
 def _pixels(png: bytes) -> np.ndarray:

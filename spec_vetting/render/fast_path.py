@@ -590,17 +590,7 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
 
     # the spines
     for spine, (verts, m) in zip(t.spines, ax.spine_paths, strict=True):
-        gc = GraphicsContextBase()
-        gc.set_foreground(spine._edgecolor, isRGBA=True)
-        gc.set_linewidth(spine._linewidth)
-        gc.set_dashes(*spine._dash_pattern)
-        gc.set_capstyle(spine._capstyle)
-        gc.set_joinstyle(spine._joinstyle)
-        gc.set_antialiased(spine._antialiased)
-        gc.set_snap(spine.get_snap())
-        gc.set_alpha(spine._alpha)
-        face = spine._facecolor if spine._facecolor[3] else None
-        agg.draw_path(gc, Path(verts), m, face)
+        agg.draw_path(_patch_gc(spine), Path(verts), m, spine._facecolor if spine._facecolor[3] else None)
 
     # the stats box and its text
     (sx, sy), ha, va = ax.stats_anchor(lay)
@@ -610,6 +600,18 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
     patch.set_bounds(0.0, 0.0, w_box, h_box)
     patch.set_mutation_scale(t.stats.prop.get_size_in_points() * dpi / 72)
     box_m = Affine2D().rotate_deg(t.stats.angle).translate(sx + x_box, sy + y_box).get_matrix()
+    agg.draw_path(_patch_gc(patch), patch.get_path(), box_m, patch._facecolor if patch._facecolor[3] else None)
+    _draw_text(renderer, text_gc, t.stats, lay.stats_text, sx, sy, height, layout)
+
+    # the title
+    if lay.title:
+        tx, ty = _apply(ax.title_trans, 0.5, 1.0)
+        _draw_text(renderer, text_gc, t.title, lay.title, tx, ty, height)
+    return np.asarray(renderer.buffer_rgba())
+
+
+def _patch_gc(patch) -> GraphicsContextBase:
+    """The graphics context Patch.draw sets up for ``patch``'s outline (a spine, the stats box)."""
     gc = GraphicsContextBase()
     gc.set_foreground(patch._edgecolor, isRGBA=True)
     gc.set_linewidth(0 if patch._edgecolor[3] == 0 else patch._linewidth)
@@ -619,14 +621,7 @@ def draw_rgba(lay: PlotLayout) -> np.ndarray:
     gc.set_antialiased(patch._antialiased)
     gc.set_snap(patch.get_snap())
     gc.set_alpha(patch._alpha)
-    agg.draw_path(gc, patch.get_path(), box_m, patch._facecolor if patch._facecolor[3] else None)
-    _draw_text(renderer, text_gc, t.stats, lay.stats_text, sx, sy, height, layout)
-
-    # the title
-    if lay.title:
-        tx, ty = _apply(ax.title_trans, 0.5, 1.0)
-        _draw_text(renderer, text_gc, t.title, lay.title, tx, ty, height)
-    return np.asarray(renderer.buffer_rgba())
+    return gc
 
 
 def _text_gc() -> GraphicsContextBase:
