@@ -80,10 +80,10 @@ def _env(tmp_path: Path, fast_render: bool = True, **extra) -> dict:
     return env
 
 
-def _run(args, env, timeout=240) -> subprocess.CompletedProcess:
+def _run(args, env, timeout=240, argv=None) -> subprocess.CompletedProcess:
     # run from the test's folder so nothing (Dask scratch space included) lands in the repository
-    return subprocess.run(SPEC_VET + [str(a) for a in args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=env["_TEST_CWD"])
+    return subprocess.run((SPEC_VET if argv is None else argv) + [str(a) for a in args], env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=env["_TEST_CWD"])
 
 
 def _examples(tmp_path: Path, n: int, env) -> Path:
