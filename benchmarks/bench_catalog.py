@@ -188,7 +188,7 @@ def measure(root: Path, tasks: list[str], n: int, env: dict, tmp: Path, suffix=N
         ids = (f"[f'b-{{i:07d}}-r{{k}}' for k in range({n // base}) for i in range({base})]"
                f" + [f'new-{{i}}' for i in range({n // 10})]")
     res["incremental_start"] = _measured(
-        "from spec_vetting.pipeline.runner import already_vetted\nfrom pathlib import Path\n"
+        "from spec_vetting.pipeline.incremental import already_vetted\nfrom pathlib import Path\n"
         "from spec_vetting.inspect.tasks import get_task\n"
         f"tasks = {tasks!r}\nv = {{t: get_task(t).version for t in tasks}}\n"
         f"wanted = {{(c, t, v[t]) for c in {ids} for t in tasks}}\n"

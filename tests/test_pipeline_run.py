@@ -490,8 +490,11 @@ def test_a_full_disk_never_leaves_the_manifest_running(tmp_path, fake_candidates
             full()
         return real_write(path, obj)
 
-    monkeypatch.setattr(runner, "compact_and_update", full)
-    monkeypatch.setattr(runner, "write_json_atomic", write_unless_ending)
+    from spec_vetting.pipeline import execute
+
+    monkeypatch.setattr(execute, "compact_and_update", full)
+    for module in (runner, execute):
+        monkeypatch.setattr(module, "write_json_atomic", write_unless_ending)
     real_log = RunLog.write
     monkeypatch.setattr(RunLog, "write", lambda self, level, text: full() if "FAILED" in text else
                         real_log(self, level, text))

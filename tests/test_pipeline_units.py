@@ -325,7 +325,8 @@ def test_self_consistency_needs_a_temperature():
 
 def test_final_summary_has_counts_errors_tokens_cache_hits_and_throughput():
     from spec_vetting.cli.run import format_summary
-    from spec_vetting.pipeline.runner import RunOutcome, summarize
+    from spec_vetting.pipeline.execute import summarize
+    from spec_vetting.pipeline.runner import RunOutcome
 
     markers = {
         "s0": {"n": 3, "verdicts": {"cv": {"YES": 2, "ERROR": 1}}, "errors": {"read_error": 1},
