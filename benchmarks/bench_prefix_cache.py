@@ -131,7 +131,8 @@ def shared_prefix(root_url: str, model: str, bodies: list[dict]) -> dict:
             "common_share": round(common / (sum(lengths) / len(lengths)), 3)}
 
 
-#: characters per token of English and JSON text under the Qwen2.5 tokenizer, as spec_vetting/capacity.py estimates
+#: characters per token of English and JSON text under the Qwen2.5 tokenizer, as
+#: spec_vetting/analysis/capacity.py estimates
 #: its text tokens (no Qwen tokenizer ships here); special tokens count one each
 CHARS_PER_TOKEN = 3.6
 SPECIAL = re.compile(r"<\|[a-z_]+\|>")

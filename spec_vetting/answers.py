@@ -1,8 +1,8 @@
 """Reading the answer exactly as the published reward read it, and where in the text the verdict it takes sits.
 
 Vocabulary module: the inspection layer (parsing, the loop), both model engines (p_yes at the verdict token) and
-``spec_vetting.reward`` use this one reader, so the verdict, its probability and its reward always refer to the same
-characters.
+``spec_vetting.analysis.reward`` use this one reader, so the verdict, its probability and its reward always refer to
+the same characters.
 
 The published reward (``recipe/spec_o3/spec_o3.py``, ``compute_score``) reads, in this order:
 

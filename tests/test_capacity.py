@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from spec_vetting.capacity import (
+from spec_vetting.analysis.capacity import (
     MARKUP_TOKENS_PER_TURN,
     SYSTEM_TOKENS,
     TASK_PROMPT_TOKENS,

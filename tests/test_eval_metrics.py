@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 from test_eval_support import turn_rows, verdict_row, write_catalog
 
+from spec_vetting.analysis.confidence import calibration, review_queue, review_reasons
+from spec_vetting.analysis.evaluate import ABSTAIN_NOTE, evaluate, format_text, task_metrics, write_plots
 from spec_vetting.cli import main
-from spec_vetting.confidence import calibration, review_queue, review_reasons
-from spec_vetting.evaluate import ABSTAIN_NOTE, evaluate, format_text, task_metrics, write_plots
 
 
 def rows(task, pairs):

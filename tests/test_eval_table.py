@@ -10,8 +10,8 @@ import random
 import pyarrow as pa
 import pytest
 
+from spec_vetting.analysis.evaluate import EVAL_COLUMNS, evaluate, evaluate_table, format_text
 from spec_vetting.catalog.labels import attach_labels, attach_labels_table
-from spec_vetting.evaluate import EVAL_COLUMNS, evaluate, evaluate_table, format_text
 
 SPECVI = "specvi-inline"
 

@@ -10,10 +10,10 @@ import pytest
 from click.testing import CliRunner
 from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
+from spec_vetting.analysis.training_data import export_sft, export_verl, verl_rows
 from spec_vetting.catalog.read import read_run
 from spec_vetting.cli import main
 from spec_vetting.errors import SpectrumReadError
-from spec_vetting.export import export_sft, export_verl, verl_rows
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.protocol import SYSTEM_TEXT
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
@@ -238,7 +238,7 @@ def test_cli_export_tasks_file_problems_are_clear(tmp_path):
 
 def test_task_of_each_key_is_looked_up_once(monkeypatch):
     # get_task parses the tasks file on every call: an export of many rows must not repeat it per row
-    import spec_vetting.export as export_module
+    import spec_vetting.analysis.training_data as export_module
 
     calls = []
 

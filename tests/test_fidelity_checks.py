@@ -7,13 +7,13 @@ import asyncio
 
 import numpy as np
 
+from spec_vetting.analysis.evaluate import evaluate, reward_verdict
+from spec_vetting.analysis.reward import predicted_class
 from spec_vetting.answers import trajectory_text
 from spec_vetting.engines.scripted import ScriptedEngine
-from spec_vetting.evaluate import evaluate, reward_verdict
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.pipeline.preflight import builtin_prompt_warning
-from spec_vetting.reward import predicted_class
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
 from spec_vetting.types import InspectionContext
 

@@ -14,7 +14,7 @@ from spec_vetting.catalog.labels import read_label_file
 from spec_vetting.errors import CandidateListError
 from spec_vetting.io.candidates import load_candidates
 from spec_vetting.io.specvi import read_specvi_rows
-from spec_vetting.labels import LabelValueError, parse_label
+from spec_vetting.label_values import LabelValueError, parse_label
 
 YES = ["YES", "yes", " Yes ", "y", "Y", "true", "TRUE", "t", "T", "1", True, np.True_, 1, np.int64(1), 1.0, b"yes"]
 NO = ["NO", "no", "n", "N", "false", "False", "f", "F", "0", False, np.False_, 0, 0.0, np.float32(0.0)]

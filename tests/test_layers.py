@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spec_vetting"
 RANKS: dict[str, int] = {
     # vocabulary
     "__init__": 0, "errors": 0, "types": 0, "protocol": 0, "lines": 0, "chat_stream": 1,
-    "engine_interface": 1, "yaml_file": 1, "labels": 1, "answers": 1,
+    "engine_interface": 1, "yaml_file": 1, "label_values": 1, "answers": 1,
     # spectra
     "spectrum": 2, "io": 3,
     # rendering; evidence beyond the spectrum (cross-matches, M_G): peers above the spectra, below the engines
@@ -30,9 +30,9 @@ RANKS: dict[str, int] = {
     "fixtures": 5,
     # inspection and engines: peers on the vocabulary
     "inspect": 6, "engines": 6,
-    # catalog, evaluation, report, export
-    "catalog": 7, "confidence": 7, "reward": 7,
-    "evaluate": 8, "export": 8, "capacity": 8, "review_queue": 8,
+    # the catalog, and the analysis of what it holds
+    "catalog": 7,
+    "analysis": 8,
     "report": 9,
     # pipeline, command line
     "pipeline": 10,

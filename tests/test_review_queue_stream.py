@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from test_eval_support import verdict_row, write_catalog
 
 from spec_vetting import review_queue as rq
+from spec_vetting.analysis.confidence import REVIEW_REASONS, reason_lists, review_flags, review_queue, review_table
 from spec_vetting.catalog.sorted_stream import sorted_batches
 from spec_vetting.cli import main
-from spec_vetting.confidence import REVIEW_REASONS, reason_lists, review_flags, review_queue, review_table
 
 P_VALUES = [None, float("nan"), float("inf"), -0.1, 1.2, 0.0, 1.0, 0.5, 0.2, 0.8]
 

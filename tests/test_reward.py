@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from spec_vetting.reward import compute_score, predicted_class
+from spec_vetting.analysis.reward import compute_score, predicted_class
 
 CASES = json.loads((Path(__file__).parent / "data" / "upstream" / "reward.json").read_text(encoding="utf-8"))
 

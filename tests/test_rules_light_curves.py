@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from spec_vetting.confidence import review_reasons
+from spec_vetting.analysis.confidence import review_reasons
 from spec_vetting.engines.rules.decision import decide
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.variability import light_curve_terms

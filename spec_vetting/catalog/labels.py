@@ -1,7 +1,8 @@
 """Ground-truth labels for a run: from the catalog's ``label`` column, a label file, or a review-page export.
 
 A label file is CSV or Parquet with ``candidate_id`` and ``label`` (YES/NO, in the spellings of
-:mod:`spec_vetting.labels`) and, optionally, ``task`` (without it a label applies to every task of that candidate).
+:mod:`spec_vetting.label_values`) and, optionally, ``task`` (without it a label applies to every task of that
+candidate).
 The review page's export has the same columns plus ``verdict`` and ``decision``; an empty ``label`` there is derived
 from the decision (agree/disagree) when it can be. Labels from a file override the catalog's for the rows they name.
 
@@ -15,7 +16,7 @@ import csv
 from pathlib import Path
 
 from ..errors import CandidateListError
-from ..labels import LABEL_HINT, LabelValueError, parse_label
+from ..label_values import LABEL_HINT, LabelValueError, parse_label
 from ..protocol import TASK_ALIASES
 from .review_schema import REVIEW_DECISIONS_FILE, REVIEW_DIR, label_from_decision
 
@@ -27,7 +28,7 @@ def canonical_task(task: str | None) -> str | None:
 
 
 def normalise_label(value, *, path="labels", row: int | None = None) -> str | None:
-    """The label as "YES", "NO" or None (spellings: :mod:`spec_vetting.labels`); else a CandidateListError."""
+    """The label as "YES", "NO" or None (spellings: :mod:`spec_vetting.label_values`); else a CandidateListError."""
     try:
         return parse_label(value)
     except LabelValueError as exc:

@@ -51,9 +51,9 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
       spec-vet bench specvi specvi/ --pattern 'test_*.parquet'                 rules engine
       spec-vet bench specvi specvi/ --engine openai --endpoint http://gpu01:30000/v1 --json
     """
+    from ..analysis.evaluate import evaluate, format_text, write_plots
     from ..catalog.labels import attach_labels
     from ..catalog.read import read_run
-    from ..evaluate import evaluate, format_text, write_plots
     from ..pipeline import job_from_dict, run_job
 
     output_folder(out_dir, "--out")

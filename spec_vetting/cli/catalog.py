@@ -39,8 +39,8 @@ def summary(root: str, as_json: bool) -> None:
       spec-vet catalog summary catalog/
       spec-vet catalog summary catalog/ --json
     """
+    from ..analysis.evaluate import VERDICT_COLUMNS
     from ..catalog.read import summarize_catalog
-    from ..evaluate import VERDICT_COLUMNS
     from .damage import warn_damaged
 
     _check_root(root)

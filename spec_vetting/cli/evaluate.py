@@ -26,9 +26,9 @@ def load_labels(root, labels_file):
 def load_labelled_table(root, run_id, labels_file):
     """(run id, the run's verdict rows as an Arrow table of the columns evaluation reads, labels attached): file
     labels override the reviewers', which override the catalog's. No Python object per row (memory)."""
+    from ..analysis.evaluate import EVAL_COLUMNS
     from ..catalog.labels import attach_labels_table
     from ..catalog.read import read_run_table
-    from ..evaluate import EVAL_COLUMNS
 
     run_id, table = read_run_table(root, run_id, columns=EVAL_COLUMNS)
     return run_id, attach_labels_table(table, load_labels(root, labels_file))
@@ -58,7 +58,7 @@ def eval_cmd(root, labels_file, run_id, as_json, plots_dir, skip_damaged):
       spec-vet eval catalog/ --labels decisions.csv --json
       spec-vet eval catalog/ --run 20250101T020000Z-ab12cd --plots plots/
     """
-    from ..evaluate import evaluate_table, format_text, write_plots
+    from ..analysis.evaluate import evaluate_table, format_text, write_plots
     from .damage import warn_damaged
     from .default_run import pick_run
 

@@ -25,8 +25,8 @@ _tasks_file_option = click.option(
 def _load(root, run_id, labels_file, tasks_file):
     """The run's labelled verdicts (loaded a slice at a time later), and the tasks file that gives back the
     prompts of tasks not built in."""
+    from ..analysis.training_data import slices_from_catalog
     from ..catalog.read import run_tasks_file
-    from ..export import slices_from_catalog
     from .damage import warn_damaged
     from .default_run import pick_run
     from .evaluate import load_labels
@@ -78,7 +78,7 @@ def sft(root, out_dir, labels_file, run_id, tasks_file, include_recovered, allow
       spec-vet export sft catalog/ -o sft/ --labels decisions.csv
       spec-vet export sft catalog/ -o sft/ --include-recovered
     """
-    from ..export import export_sft
+    from ..analysis.training_data import export_sft
 
     output_folder(out_dir)
     data, tasks_file = _load(root, run_id, labels_file, tasks_file)
@@ -106,7 +106,7 @@ def verl(root, out_file, labels_file, run_id, tasks_file):
     Examples:
       spec-vet export verl catalog/ -o grpo.parquet --labels decisions.csv
     """
-    from ..export import export_verl
+    from ..analysis.training_data import export_verl
 
     output_file(out_file)
     data, tasks_file = _load(root, run_id, labels_file, tasks_file)

@@ -6,7 +6,13 @@ import json
 
 import click
 
-from ..capacity import PAPER_GPU_SECONDS_PER_SPECTRUM, Throughput, Workload, plan_capacity, workload_from_catalog
+from ..analysis.capacity import (
+    PAPER_GPU_SECONDS_PER_SPECTRUM,
+    Throughput,
+    Workload,
+    plan_capacity,
+    workload_from_catalog,
+)
 from .run_option import checked_run, run_option
 
 

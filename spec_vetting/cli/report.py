@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..confidence import DEFAULT_REVIEW_THRESHOLD
+from ..analysis.confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
 from ..report.page import DEFAULT_MAX_CANDIDATES, DEFAULT_PER_FILE, IMAGE_MODES
 from .output_path import output_folder

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from ..confidence import DEFAULT_REVIEW_THRESHOLD
+from ..analysis.confidence import DEFAULT_REVIEW_THRESHOLD
 from ..errors import SpecVettingError
 from .run_option import InputError, command_error, run_option
 
@@ -41,7 +41,7 @@ def review_queue(root, threshold, run_id):
       spec-vet review-queue catalog/ > queue.csv
       spec-vet review-queue catalog/ --threshold 0.9 --run 20250101T020000Z-ab12cd
     """
-    from ..review_queue import CONFIDENCE, REASONS, queue
+    from ..analysis.review_queue import CONFIDENCE, REASONS, queue
     from .damage import warn_damaged
     from .default_run import pick_run
 

@@ -185,7 +185,7 @@ def check_ignored_settings(job, opts: dict) -> list[str]:
 
 
 def format_summary(outcome) -> str:
-    from ..evaluate import VERDICT_COLUMNS
+    from ..analysis.evaluate import VERDICT_COLUMNS
 
     s = outcome.summary
     lines = [f"run {outcome.run_id} ({outcome.status}{', resumed' if outcome.resumed else ''})"]

@@ -4,7 +4,7 @@ A candidate is (candidate id, optional task, a spectrum source, optional label).
 
 - a table, CSV / Parquet / FITS binary table, with a ``path`` column (also ``file`` or ``filename``; relative paths
   resolve against the table's folder) and optional ``candidate_id``, ``target`` or ``targetid``, ``task``,
-  ``label`` (YES/NO in the spellings of :mod:`spec_vetting.labels`), ``ra``, ``dec`` (degrees) and ``redrock``
+  ``label`` (YES/NO in the spellings of :mod:`spec_vetting.label_values`), ``ra``, ``dec`` (degrees) and ``redrock``
   (a DESI redshift file to join; by default the reader looks for ``redrock-X.fits`` next to ``coadd-X.fits``).
   Column names are matched case-insensitively, other columns are ignored;
 - a directory (searched recursively) or a glob of FITS files: one candidate per file, except DESI coadd/spectra
@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import CandidateListError, CandidateRowError, SpectrumReadError
-from ..labels import LABEL_HINT, LabelValueError, parse_label
+from ..label_values import LABEL_HINT, LabelValueError, parse_label
 from ..spectrum import Spectrum, SpectrumMeta
 
 log = logging.getLogger(__name__)

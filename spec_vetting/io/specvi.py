@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CandidateListError, ImageReadError
-from ..labels import LABEL_HINT, LabelValueError, parse_label
+from ..label_values import LABEL_HINT, LabelValueError, parse_label
 from ..protocol import IMAGE_PLACEHOLDER, TASK_ALIASES
 from .file_kind import describe_start
 

@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from ..analysis.confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
+from ..analysis.evaluate import ABSTAIN_NOTE
 from ..catalog.read import RunData
 from ..catalog.review_schema import (
     DECISIONS,
@@ -49,9 +51,7 @@ from ..catalog.review_schema import (
 )
 from ..catalog.schema import GAIA_FIELDS
 from ..catalog.walk import walk_data
-from ..confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..errors import SpecVettingError
-from ..evaluate import ABSTAIN_NOTE
 from ..evidence.gaia_columns import GAIA_ABS_G, GAIA_BP_RP, GAIA_SOURCE_ID
 from ..evidence.lightcurve_points import read_points
 from ..evidence.loci import MS_SLOPE, MS_ZERO, WD_SLOPE, WD_ZERO
@@ -330,8 +330,8 @@ def selection_from_catalog(root, run_id: str | None = None, *, threshold: float 
     """A page of a run in the catalog, read a batch at a time: the ``max_candidates`` most urgent verdicts (the
     review queue's order; only queued ones with ``only_queue``), then sorted by task and candidate. Memory follows
     ``max_candidates``, not the run."""
+    from ..analysis.review_queue import REASONS, queue
     from ..catalog.walk import walk_run
-    from ..review_queue import REASONS, queue
 
     columns = ["verdict", "p_yes", GAIA_BP_RP, GAIA_ABS_G]
     scan, batches = queue(root, run_id, columns, threshold=threshold, only_queued=only_queue,

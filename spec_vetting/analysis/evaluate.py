@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePath
 from typing import get_args
 
-from .catalog.labels import canonical_task
+from ..catalog.labels import canonical_task
+from ..types import Verdict
 from .confidence import Calibration, calibration
-from .types import Verdict
 
 #: every verdict word, in the order tables show them
 VERDICT_COLUMNS: tuple[str, ...] = get_args(Verdict)
@@ -175,7 +175,7 @@ def metrics_of(task: str, confusion: dict[str, dict[str, int]]) -> TaskMetrics:
 
 
 def reward_verdict(row: dict) -> str:
-    """The class the published reward (``spec_vetting.reward``, upstream ``spec_o3.py``) predicts for a row.
+    """The class the published reward (``spec_vetting.analysis.reward``, upstream ``spec_o3.py``) predicts for a row.
 
     The loop reads the whole trajectory with the reward's reader, so the reward's prediction is the verdict, or,
     when the YES/NO came from a fallback outside every ``<answer>`` block, ``recovered_verdict`` (which the
@@ -231,7 +231,7 @@ def evaluate_table(table, *, run_id: str | None = None) -> Evaluation:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .catalog.labels import canonical_task_column
+    from ..catalog.labels import canonical_task_column
     from .confidence import calibration_of
 
     def col(t, name):
@@ -443,7 +443,7 @@ def table1_lines(ev: Evaluation) -> list[str]:
         mean = _mean([row[t] for t in cols]) if subset else row["mean_f1"]
         lines.append(f"{model:<16}" + "".join(f"{row[t]:>7.1f}" for t in cols) + f"{mean:>8.1f}")
     if ev.table1_comparable:
-        # Table-1 mode: scored as the published reward reads answers (spec_vetting.reward), the way the paper's
+        # Table-1 mode: scored as the published reward reads answers (spec_vetting.analysis.reward), the way the paper's
         # numbers were measured; the production verdicts above leave out YES/NO found outside an answer block
         scored = ev.reward_per_task or ev.per_task
         f1s = [scored[t].f1 for t in cols]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .evidence.gaia_columns import GAIA_ABS_G, GAIA_BP_RP, GAIA_PARALLAX, GAIA_PARALLAX_ERROR, GAIA_RUWE
+from ..evidence.gaia_columns import GAIA_ABS_G, GAIA_BP_RP, GAIA_PARALLAX, GAIA_PARALLAX_ERROR, GAIA_RUWE
 
 DEFAULT_BINS = 10
 
@@ -180,7 +180,7 @@ def _evidence_disagrees(column):
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .evidence.loci import disagreement
+    from ..evidence.loci import disagreement
 
     def numbers(name):
         return pc.fill_null(column(name, pa.float64()), float("nan")).to_numpy(zero_copy_only=False)
@@ -201,7 +201,7 @@ def _light_curve_disagrees(column, texts):
     (:func:`spec_vetting.evidence.variability.contradicts`)."""
     import pyarrow as pa
 
-    from .evidence.variability import disagreement_from_extra
+    from ..evidence.variability import disagreement_from_extra
 
     extra = column("evidence_extra", pa.string()).to_numpy(zero_copy_only=False)
     return disagreement_from_extra(texts[0], texts[1], extra)

@@ -4,7 +4,7 @@ usable as verl's custom reward function.
 In a verl config::
 
     custom_reward_function:
-      path: <site-packages>/spec_vetting/reward.py   # or any file that imports it
+      path: <site-packages>/spec_vetting/analysis/reward.py   # or any file that imports it
       name: compute_score
 
 The reading is :func:`spec_vetting.answers.read_answer` (first ``\\boxed{...}`` of the one ``<answer>`` block,

@@ -42,7 +42,7 @@ ZOOM_CLASS = ("window", "200 - 1000")
 
 def size_class_tokens(view: str, span: str) -> int:
     """Image tokens of the typical picture of one of the renderer's size classes."""
-    from .render import SIZE_CLASSES  # imported on use: the render package pulls in matplotlib
+    from ..render import SIZE_CLASSES  # imported on use: the render package pulls in matplotlib
 
     return next(sc.tokens for sc in SIZE_CLASSES if (sc.view, sc.span) == (view, span))
 
@@ -131,7 +131,7 @@ def workload_from_catalog(root, run_id: str | None = None) -> Workload:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .catalog.read import read_verdicts
+    from ..catalog.read import read_verdicts
 
     table = read_verdicts(root, run_id=run_id)
     table = table.filter(pc.is_in(table["verdict"], value_set=pa.array(["YES", "NO", "UNDECIDED"])))

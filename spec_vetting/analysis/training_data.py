@@ -29,13 +29,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .catalog.labels import attach_labels_table
-from .catalog.read import RunData, read_run_table, run_manifest
-from .catalog.walk import walk_data, walk_run
-from .errors import ConfigError, SpectrumReadError
-from .inspect.conversation import assistant_message, build_initial_messages, tool_response_message
-from .inspect.tasks import Task, get_task
-from .types import ImagePart, Message, TextPart
+from ..catalog.labels import attach_labels_table
+from ..catalog.read import RunData, read_run_table, run_manifest
+from ..catalog.walk import walk_data, walk_run
+from ..errors import ConfigError, SpectrumReadError
+from ..inspect.conversation import assistant_message, build_initial_messages, tool_response_message
+from ..inspect.tasks import Task, get_task
+from ..types import ImagePart, Message, TextPart
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class _Sources:
         if not path or not str(path).lower().endswith((".parquet", ".pq")):
             return None
         if path not in self._lists:
-            from .io.candidates import load_candidates
+            from ..io.candidates import load_candidates
 
             try:
                 self._lists[path] = {str(c.candidate_id): c for c in load_candidates(path)}
@@ -207,8 +207,8 @@ class _Sources:
             return inline.wavelength, inline.flux, inline.redshift
         reader = self._read_spectrum
         if reader is None:
-            from .io import read_spectrum as reader
-        from .io import parse_target
+            from ..io import read_spectrum as reader
+        from ..io import parse_target
         spectrum = reader(row["path"], parse_target(row.get("target")))
         return spectrum.wavelength, spectrum.flux, _finite_or_none(row.get("redshift"))
 
@@ -261,7 +261,7 @@ def labelled_slices(slices: RunSlices, summary: ExportSummary) -> Iterator[RunDa
 
 def with_pictures(data: RunData, rows: list[dict]) -> list[dict]:
     """``rows`` (of ``data``), their turns' pictures filled (stored bytes, else re-rendered) in one pass."""
-    from .catalog.pictures import fill_pictures
+    from ..catalog.pictures import fill_pictures
 
     keys = {(str(r["candidate_id"]), r["task"]) for r in rows}
     if rows:

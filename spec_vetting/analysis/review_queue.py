@@ -1,6 +1,6 @@
 """The review queue of one run, read from the catalog a batch at a time and sorted out of memory.
 
-:mod:`spec_vetting.confidence` defines which verdicts need a person (:func:`~spec_vetting.confidence.review_flags`)
+:mod:`.confidence` defines which verdicts need a person (:func:`~.confidence.review_flags`)
 and in which order; this module applies that to a run of any size: the verdict rows are scanned in batches of
 the columns asked for, each batch flagged with pyarrow compute, and the rows kept are sorted by DuckDB
 (:mod:`spec_vetting.catalog.sorted_stream`), which spills to disk beyond its memory limit. Memory follows the batch
@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .catalog.labels import canonical_task
-from .catalog.read import count_by, dataset, resolve_run_id, scan_batches
-from .catalog.sorted_stream import sorted_batches
+from ..catalog.labels import canonical_task
+from ..catalog.read import count_by, dataset, resolve_run_id, scan_batches
+from ..catalog.sorted_stream import sorted_batches
+from ..errors import CatalogReadError
 from .confidence import (
     _LISTED_ORDER,
     DEFAULT_REVIEW_THRESHOLD,
@@ -26,7 +27,6 @@ from .confidence import (
     review_flags,
     review_urgency,
 )
-from .errors import CatalogReadError
 
 #: rows per scanned batch
 SCAN_ROWS = 1 << 16
