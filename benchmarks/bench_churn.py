@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 
 def candidates(folder: Path) -> Path:
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     rows = write_examples(folder, n=20, seed=3)
     path = folder / "no-task.csv"

@@ -221,9 +221,9 @@ def instrumented(split: Split):
 
 def example_items(folder: Path, n: int, tasks: int):
     """Work items over the example candidates whose rest frame covers every zoom window."""
-    from spec_vetting.fixtures.examples import write_examples
     from spec_vetting.io.candidates import load_candidates
     from spec_vetting.pipeline.plan import WorkItem
+    from spec_vetting.synthetic.examples import write_examples
 
     write_examples(folder, n=n, seed=1)
     items = []

@@ -12,7 +12,7 @@ of each worker (sampled every 50 ms); memory should follow the partitions, not t
     PYTHONPATH=$PWD python benchmarks/bench_evidence.py [--sizes 20000:200000,60000:600000,200000:2000000]
         [--workers 2] [--root /tmp/bench-evidence] [--json out.json]
 
-``--dense`` measures instead the dense-field case (:mod:`spec_vetting.fixtures.hard_field`: a catalog shaped like
+``--dense`` measures instead the dense-field case (:mod:`spec_vetting.synthetic.hard_field`: a catalog shaped like
 the public Gaia DR3 one, 10" margin, 40,000 sources per square degree around a Barnard-like star, fast movers
 across partition borders, candidates at SDSS and LAMOST epochs) in this one process, against plain astropy on the
 same data (each catalog source moved to each spectrum epoch with ``apply_space_motion``, then
@@ -40,7 +40,7 @@ RA_RANGE, DEC_RANGE = (150.0, 170.0), (0.0, 20.0)
 
 
 def catalog(root: Path, rows: int) -> Path:
-    from spec_vetting.fixtures.hats import gaia_table, write_hats
+    from spec_vetting.synthetic.hats import gaia_table, write_hats
 
     folder = root / f"gaia-{rows}"
     if (folder / "collection.properties").is_file():
@@ -54,7 +54,7 @@ def catalog(root: Path, rows: int) -> Path:
 
 def candidates(cat_rows: int, n: int, seed: int = 1) -> pd.DataFrame:
     from spec_vetting.evidence.motion import propagate
-    from spec_vetting.fixtures.hats import gaia_table
+    from spec_vetting.synthetic.hats import gaia_table
 
     rng = np.random.default_rng(seed)
     src = gaia_table(cat_rows, seed=cat_rows, ra_range=RA_RANGE, dec_range=DEC_RANGE)
@@ -152,8 +152,8 @@ def dense(root: Path, half_deg: float) -> dict:
     import warnings
 
     from spec_vetting.evidence.motion import mjd_to_jyear
-    from spec_vetting.fixtures.hard_field import MARGIN_ARCSEC, hard_field
-    from spec_vetting.fixtures.hats import write_hats
+    from spec_vetting.synthetic.hard_field import MARGIN_ARCSEC, hard_field
+    from spec_vetting.synthetic.hats import write_hats
 
     n_cands = int(40_000 * (2 * half_deg) ** 2 * 0.8)
     catalog, cands = hard_field(0, n_field_candidates=n_cands, n_empty=n_cands // 10, field_half_deg=half_deg)

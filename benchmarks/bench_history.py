@@ -42,7 +42,7 @@ def measure(fn):
 
 
 def example_files(folder: Path) -> list[str]:
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     rows = write_examples(folder, n=8, seed=3)
     # files that need nothing but their path (DESI coadds need a target id)

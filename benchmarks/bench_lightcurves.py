@@ -46,7 +46,7 @@ def object_positions(objects: int) -> tuple[np.ndarray, np.ndarray]:
 def catalog(root: Path, objects: int, epochs: int, partition_rows: int) -> Path:
     import nested_pandas as npd
 
-    from spec_vetting.fixtures.lightcurves import ZTF_START_MJD, write_light_curves
+    from spec_vetting.synthetic.lightcurves import ZTF_START_MJD, write_light_curves
 
     folder = root / f"ztf-{objects}x{epochs}-p{partition_rows}"
     if (folder / "collection.properties").is_file():

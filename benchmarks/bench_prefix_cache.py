@@ -53,8 +53,8 @@ MAX_TOKENS = 120
 
 def work_items(folder: Path, n: int) -> list[WorkItem]:
     """``n`` readable example candidates x the five tasks, candidate by candidate (as build_plan orders them)."""
-    from spec_vetting.fixtures.examples import write_examples
     from spec_vetting.io.candidates import load_candidates
+    from spec_vetting.synthetic.examples import write_examples
 
     write_examples(folder, n=max(n + 8, 20), seed=1)
     chosen = []

@@ -38,14 +38,14 @@ CASES = [  # (label, file under shared, file under tests/data/real or None)
     ("desi-spectra (compressed masks)", "desi/spectra-sv3-dark-26065.fits", None),
     ("desi-coadd trimmed (25 rows)", "desi/quasarnp_test_coadd.fits", None),
 ]
-#: layouts no real file was found for: written by spec_vetting.fixtures.writers from a synthetic spectrum
+#: layouts no real file was found for: written by spec_vetting.synthetic.writers from a synthetic spectrum
 WRITTEN = [("sdss-spspec (written)", "sdss-spspec", "spSpec-51630-0266-145.fit"),
            ("sdssv-spec (written)", "sdssv-spec", "spec-101077-59630-27021597848749000.fits")]
 
 
 def written_files(folder: Path) -> list[tuple[str, Path]]:
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import native_grid, write_spectrum
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import native_grid, write_spectrum
 
     out = []
     for label, layout, name in WRITTEN:

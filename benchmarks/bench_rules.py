@@ -25,9 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from spec_vetting.engines.rules.engine import RulesEngine  # noqa: E402
-from spec_vetting.fixtures.synthetic import KINDS, make_spectrum  # noqa: E402
 from spec_vetting.inspect.loop import run_inspection  # noqa: E402
 from spec_vetting.inspect.tasks import get_task  # noqa: E402
+from spec_vetting.synthetic.synthetic import KINDS, make_spectrum  # noqa: E402
 from spec_vetting.types import InspectionContext, Sampling  # noqa: E402
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")

@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from spec_vetting.engines.rules.decision import GATE_SCORE, decide  # noqa: E402
 from spec_vetting.engines.rules.diagnostics import RestSpectrum  # noqa: E402
 from spec_vetting.engines.rules.tasks import CALIBRATION_SEEDS  # noqa: E402
-from spec_vetting.fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
+from spec_vetting.synthetic.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum  # noqa: E402
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")
 TEST_SEEDS = range(100_000, 102_000)
@@ -298,7 +298,7 @@ def _snr_table_head(cell: str) -> list[str]:
 def by_snr(n_pos: int, draws: int) -> str:
     """Tables by S/N: synthetic recall, false positives and UNDECIDED rates per task; the shared real normal stars
     degraded to each S/N (``draws`` noise draws each); calibration of p_yes per S/N."""
-    from spec_vetting.fixtures.degrade import degrade
+    from spec_vetting.synthetic.degrade import degrade
 
     synth = {}  # (task, snr) -> rows (kind, positive, verdict, score, p_yes)
     for task in TASKS:

@@ -11,7 +11,7 @@ from test_eval_support import turn_rows, verdict_row, write_catalog
 
 def spectrum_catalog(tmp: Path, n: int = 6):
     """(catalog root, example rows with absolute paths); every candidate gets a cv verdict, the DESI one YES."""
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     items = write_examples(tmp / "examples", n=n, seed=1)
     verdicts, turns = [], []

@@ -73,7 +73,7 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
 @pytest.mark.slow
 def test_first_picture_is_the_rows_own_image_unless_rerender(tmp_path):
     from spec_vetting.catalog.read import read_run
-    from spec_vetting.fixtures.specvi import full_view_png
+    from spec_vetting.synthetic.specvi import full_view_png
 
     data = tmp_path / "specvi"
     data.mkdir()

@@ -12,10 +12,10 @@ import pytest
 from astropy.io import fits
 
 from spec_vetting.errors import CandidateListError, SpectrumReadError
-from spec_vetting.fixtures.desi import write_desi_coadd
-from spec_vetting.fixtures.synthetic import make_spectrum
-from spec_vetting.fixtures.writers import native_grid, write_spectrum
 from spec_vetting.io.candidates import Candidate, load_candidates
+from spec_vetting.synthetic.desi import write_desi_coadd
+from spec_vetting.synthetic.synthetic import make_spectrum
+from spec_vetting.synthetic.writers import native_grid, write_spectrum
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ class Candidate:
     def load_spectrum(self):
         if self.broken:
             raise SpectrumReadError(self.path, "not a FITS file (bad header)")
-        from spec_vetting.fixtures.synthetic import make_spectrum
+        from spec_vetting.synthetic.synthetic import make_spectrum
 
         return make_spectrum("cv", seed=int(self.candidate_id.split("-")[-1]))
 

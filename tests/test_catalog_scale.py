@@ -21,8 +21,8 @@ YES = "<think>Broad lines.</think>\n<answer>\\boxed{YES} broad Balmer emission</
 @pytest.fixture(scope="module")
 def real_root(tmp_path_factory):
     """One small run with the real renderer over example files of each survey (module-scoped: rendering costs)."""
-    from spec_vetting.fixtures.examples import write_examples
     from spec_vetting.io.candidates import load_candidates
+    from spec_vetting.synthetic.examples import write_examples
 
     tmp = tmp_path_factory.mktemp("real")
     write_examples(tmp / "ex", n=6, seed=3)

@@ -297,9 +297,9 @@ def test_the_loop_sends_every_request_as_training_built_it(tokenizer):
     import asyncio
 
     from spec_vetting.engines.scripted import ScriptedEngine
-    from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.inspect.loop import run_inspection
     from spec_vetting.inspect.tasks import get_task
+    from spec_vetting.synthetic.synthetic import make_spectrum
     from spec_vetting.types import InspectionContext
 
     malformed = ('<think>Again.</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '
@@ -331,9 +331,9 @@ def test_a_cut_turn_ends_the_inspection_and_is_never_replayed():
     import asyncio
 
     from spec_vetting.engines.scripted import ScriptedEngine
-    from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.inspect.loop import run_inspection
     from spec_vetting.inspect.tasks import get_task
+    from spec_vetting.synthetic.synthetic import make_spectrum
     from spec_vetting.types import EngineReply, InspectionContext, Usage
 
     cut = EngineReply(text=zoom_turn(8), usage=Usage(100, 50), finish_reason="length", endpoint="scripted")

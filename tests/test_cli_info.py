@@ -87,8 +87,8 @@ SDSS_IDS = {"plate", "mjd", "fiberid", "specobjid"}
 
 
 def _written(tmp_path, layout, name):
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import native_grid, write_spectrum
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import native_grid, write_spectrum
 
     s = make_spectrum("m_giant", seed=8, wavelength=native_grid(layout, flavour="boss"))
     return write_spectrum(s, tmp_path / name, layout)

@@ -104,9 +104,9 @@ def test_review_import_of_an_unknown_candidate_exits_2(root, tmp_path):
 
 @pytest.fixture(scope="module")
 def desi(tmp_path_factory):
-    from spec_vetting.fixtures.desi import write_desi_coadd
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import native_grid
+    from spec_vetting.synthetic.desi import write_desi_coadd
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import native_grid
 
     d = tmp_path_factory.mktemp("desi")
     grid = native_grid("desi-coadd")

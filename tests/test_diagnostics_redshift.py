@@ -7,7 +7,7 @@ import pytest
 
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.redshift import REST_EMISSION_LINES, unexplained_emission
-from spec_vetting.fixtures.synthetic import KINDS, make_spectrum
+from spec_vetting.synthetic.synthetic import KINDS, make_spectrum
 
 STARS = [k for k in KINDS if k not in ("qso", "galaxy")]
 SEEDS = range(5101, 5109)

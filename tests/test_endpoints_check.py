@@ -89,7 +89,7 @@ def test_check_names_a_sampling_field_the_server_refuses():
 
 
 def test_run_refuses_an_inexact_template_unless_allowed(tmp_path, monkeypatch, no_job_env):
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     monkeypatch.chdir(tmp_path)
     write_examples(tmp_path / "ex", n=1, seed=1)
@@ -113,7 +113,7 @@ def test_run_refuses_an_inexact_template_unless_allowed(tmp_path, monkeypatch, n
 def test_run_refuses_a_server_that_refuses_a_sampling_field_unless_allowed(tmp_path, monkeypatch, no_job_env):
     """Refused at the start (nothing inspected); allowed, the field is left out of that endpoint's requests only."""
     from spec_vetting.catalog import read_verdicts
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     monkeypatch.chdir(tmp_path)
     write_examples(tmp_path / "ex", n=1, seed=1)

@@ -27,7 +27,7 @@ pytest.importorskip("lsdb")
 from spec_vetting.errors import ConfigError  # noqa: E402
 from spec_vetting.evidence.crossmatch import open_catalog  # noqa: E402
 from spec_vetting.evidence.sources import EvidenceSource  # noqa: E402
-from spec_vetting.fixtures.hats import write_hats  # noqa: E402
+from spec_vetting.synthetic.hats import write_hats  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -20,8 +20,8 @@ from spec_vetting.catalog.read import read_manifest, read_verdicts  # noqa: E402
 from spec_vetting.errors import ConfigError, RunFailedError  # noqa: E402
 from spec_vetting.evidence.motion import mjd_from_name, mjd_to_jyear, propagate  # noqa: E402
 from spec_vetting.evidence.photometry import absolute_g  # noqa: E402
-from spec_vetting.fixtures.hats import write_hats  # noqa: E402
 from spec_vetting.pipeline import job_from_dict, runner  # noqa: E402
+from spec_vetting.synthetic.hats import write_hats  # noqa: E402
 
 #: the spectra's epoch: MJD 59580.5 = 2022-01-01, six years after Gaia DR3's 2016.0
 MJD = 59580.5
@@ -125,7 +125,7 @@ class Cand:
     evidence: dict = field(default_factory=dict)
 
     def load_spectrum(self):
-        from spec_vetting.fixtures.synthetic import make_spectrum
+        from spec_vetting.synthetic.synthetic import make_spectrum
 
         return make_spectrum("wd_da", seed=3)
 
@@ -308,8 +308,8 @@ def test_make_examples_gaia_and_a_run_from_the_csv_list(tmp_path):
     from click.testing import CliRunner
 
     from spec_vetting.cli import main
-    from spec_vetting.fixtures.example_evidence import FAST_PM, KIND_CMD
-    from spec_vetting.fixtures.examples import plan_examples
+    from spec_vetting.synthetic.example_evidence import FAST_PM, KIND_CMD
+    from spec_vetting.synthetic.examples import plan_examples
 
     ex = tmp_path / "ex"
     r = CliRunner().invoke(main, ["make-examples", str(ex), "--n", "10", "--seed", "1", "--gaia"])
@@ -334,10 +334,10 @@ def test_evidence_prompt_appends_one_sentence_only_when_asked(tmp_path, monkeypa
     import asyncio
 
     from spec_vetting.engines.scripted import ScriptedEngine
-    from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.inspect.loop import run_inspection
     from spec_vetting.inspect.tasks import get_task
     from spec_vetting.pipeline.shard import with_evidence_sentence
+    from spec_vetting.synthetic.synthetic import make_spectrum
     from spec_vetting.types import InspectionContext, Sampling
 
     ev = {"gaia_source_id": 7, "gaia_parallax": 5.0, "gaia_parallax_error": 0.05, "gaia_abs_g": 9.0,
@@ -374,7 +374,7 @@ def test_matches_across_partition_borders_come_through_the_margin(tmp_path):
 
     from spec_vetting.evidence.crossmatch import match, open_catalog
     from spec_vetting.evidence.sources import EvidenceSource
-    from spec_vetting.fixtures.hats import gaia_table
+    from spec_vetting.synthetic.hats import gaia_table
 
     table = gaia_table(6000, seed=4, ra_range=(30.0, 32.0), dec_range=(10.0, 12.0))
     table[["pmra", "pmdec"]] = 0.0

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("lsdb")
 
-from spec_vetting.fixtures.hats import write_hats  # noqa: E402
+from spec_vetting.synthetic.hats import write_hats  # noqa: E402
 
 FILES = {
     "lamost/spec-55862-B6212_sp06-044.fits": "lamost",

@@ -19,8 +19,8 @@ pytest.importorskip("lsdb")
 from spec_vetting.evidence.crossmatch import match, open_catalog  # noqa: E402
 from spec_vetting.evidence.motion import mjd_to_jyear  # noqa: E402
 from spec_vetting.evidence.sources import EvidenceSource  # noqa: E402
-from spec_vetting.fixtures.hard_field import EPOCH, MARGIN_ARCSEC, hard_field  # noqa: E402
-from spec_vetting.fixtures.hats import write_hats  # noqa: E402
+from spec_vetting.synthetic.hard_field import EPOCH, MARGIN_ARCSEC, hard_field  # noqa: E402
+from spec_vetting.synthetic.hats import write_hats  # noqa: E402
 
 RADIUS = 1.0
 

@@ -29,8 +29,8 @@ TASKS = ["--task", "cv"]
 @pytest.fixture(scope="module")
 def spectra(tmp_path_factory) -> Path:
     """Four LAMOST files in a folder."""
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import write_spectrum
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import write_spectrum
 
     d = tmp_path_factory.mktemp("hostile") / "spectra"
     for i, kind in enumerate(["cv", "g_star", "wd_da", "m_giant"]):

@@ -27,7 +27,7 @@ RANKS: dict[str, int] = {
     # rendering; evidence beyond the spectrum (cross-matches, M_G): peers above the spectra, below the engines
     "render": 4, "evidence": 4,
     # synthetic survey files for examples and tests, beside the readers
-    "fixtures": 5,
+    "synthetic": 5,
     # inspection and engines: peers on the vocabulary
     "inspect": 6, "engines": 6,
     # the catalog, and the analysis of what it holds

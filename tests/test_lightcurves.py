@@ -144,7 +144,7 @@ pytest.importorskip("lsdb")
 
 def _curves():
     """The fixture catalog: (Curve, what it is) at known places."""
-    from spec_vetting.fixtures.lightcurves import Curve
+    from spec_vetting.synthetic.lightcurves import Curve
 
     rng = np.random.default_rng(10)
     t = 58200.0 + np.sort(rng.uniform(0, 1500, 250))
@@ -174,7 +174,7 @@ def _curves():
 
 @pytest.fixture(scope="module")
 def lc_catalog(tmp_path_factory):
-    from spec_vetting.fixtures.lightcurves import nested_table, write_light_curves
+    from spec_vetting.synthetic.lightcurves import nested_table, write_light_curves
 
     curves = _curves()
     folder = tmp_path_factory.mktemp("lc") / "ztf"
@@ -228,7 +228,7 @@ def test_match_summarises_each_band_of_the_nearest_object(lc_catalog):
 
 def test_bad_catalogs_and_settings_are_refused_before_the_run(lc_catalog, tmp_path):
     from spec_vetting.evidence.lightcurve_match import open_light_curves
-    from spec_vetting.fixtures.hats import write_hats
+    from spec_vetting.synthetic.hats import write_hats
 
     folder, _ = lc_catalog
     plain = write_hats(pd.DataFrame({"ra": [1.0], "dec": [2.0], "mag": [15.0]}), tmp_path / "plain", "plain")
@@ -251,7 +251,7 @@ def test_cli_refuses_a_catalog_without_light_curves_with_exit_2(tmp_path):
     from click.testing import CliRunner
 
     from spec_vetting.cli.run import run as run_cmd
-    from spec_vetting.fixtures.hats import write_hats
+    from spec_vetting.synthetic.hats import write_hats
 
     plain = write_hats(pd.DataFrame({"ra": [1.0], "dec": [2.0], "mag": [15.0]}), tmp_path / "plain", "plain")
     (tmp_path / "list.csv").write_text("path,ra,dec\nx.fits,1,2\n")
@@ -266,7 +266,7 @@ def test_any_name_with_light_curve_settings_and_a_nested_band(tmp_path):
     import nested_pandas as npd
 
     from spec_vetting.evidence.lightcurve_match import match_light_curves, open_light_curves
-    from spec_vetting.fixtures.lightcurves import write_light_curves
+    from spec_vetting.synthetic.lightcurves import write_light_curves
 
     rng = np.random.default_rng(5)
     t = np.sort(rng.uniform(59000, 59800, 60))
@@ -328,8 +328,8 @@ def test_make_examples_light_curves_match_every_example_with_its_kind(tmp_path):
 
     from spec_vetting.cli import main
     from spec_vetting.evidence.lightcurve_match import match_light_curves, open_light_curves
-    from spec_vetting.fixtures.example_light_curves import CV_KINDS, LPV_KINDS, SPARSE_KINDS
-    from spec_vetting.fixtures.examples import plan_examples
+    from spec_vetting.synthetic.example_light_curves import CV_KINDS, LPV_KINDS, SPARSE_KINDS
+    from spec_vetting.synthetic.examples import plan_examples
 
     ex = tmp_path / "ex"
     r = CliRunner().invoke(main, ["make-examples", str(ex), "--n", "16", "--seed", "2", "--light-curves"])
@@ -359,8 +359,8 @@ def test_an_object_and_a_detection_catalog_joined_by_lsdb(tmp_path):
     """Objects (one row per object and filter) and detections (one row per epoch) as two HATS catalogs, nested by
     lsdb's join_nested on objectid; a detection catalog without an error column is refused."""
     from spec_vetting.evidence.lightcurve_match import match_light_curves, open_light_curves
-    from spec_vetting.fixtures.hats import write_hats
-    from spec_vetting.fixtures.lightcurves import write_light_curves
+    from spec_vetting.synthetic.hats import write_hats
+    from spec_vetting.synthetic.lightcurves import write_light_curves
 
     rng = np.random.default_rng(8)
     objects = pd.DataFrame({"objectid": [11, 12, 13], "objra": [60.0, 60.0, 61.0], "objdec": [20.0, 20.0, 21.0],

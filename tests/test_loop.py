@@ -347,10 +347,10 @@ def test_each_turn_gets_what_is_left_of_the_context_to_the_token():
     import re
 
     from spec_vetting.engines.scripted import ScriptedEngine
-    from spec_vetting.fixtures.synthetic import make_spectrum
     from spec_vetting.inspect.loop import run_inspection
     from spec_vetting.inspect.tasks import get_task
     from spec_vetting.render.tokens import image_tokens
+    from spec_vetting.synthetic.synthetic import make_spectrum
     from spec_vetting.types import EngineReply, InspectionContext, Usage
 
     zoom = ('<think>z</think>\n<tool_call>\n{"name": "spectral_visualization_tool", "arguments": '

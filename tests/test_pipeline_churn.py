@@ -35,7 +35,7 @@ def cluster(tmp_path):
 def candidates(tmp_path_factory):
     import csv
 
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     out = tmp_path_factory.mktemp("examples")
     rows = write_examples(out, n=20, seed=3)

@@ -44,7 +44,7 @@ class FakeCandidate:
             raise SpectrumReadError(self.path, "file not found", hint="check the path in the candidate list")
         if self.broken == "corrupt":
             raise SpectrumReadError(self.path, "not a FITS file (bad header)")
-        from spec_vetting.fixtures.synthetic import make_spectrum
+        from spec_vetting.synthetic.synthetic import make_spectrum
 
         return make_spectrum(self.kind, seed=int(self.candidate_id.split("-")[-1]))
 

@@ -123,8 +123,8 @@ def test_links_and_devices_are_named(tmp_path):
 
 
 def _lamost(tmp_path: Path, name: str = "l.fits", edit=None, layout: str = "lamost-lrs-image") -> Path:
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import write_spectrum
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import write_spectrum
 
     p = write_spectrum(make_spectrum("g_star", seed=3), tmp_path / name, layout)
     if edit is not None:
@@ -181,9 +181,9 @@ def test_one_or_two_pixel_spectra_are_read_errors(tmp_path, n):
 
 
 def _desi(tmp_path: Path, name: str, kinds, seed0: int, redrock: bool = True):
-    from spec_vetting.fixtures.desi import write_desi_coadd
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import native_grid
+    from spec_vetting.synthetic.desi import write_desi_coadd
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import native_grid
 
     grid = native_grid("desi-coadd")
     spectra = [make_spectrum(k, seed=seed0 + i, wavelength=grid) for i, k in enumerate(kinds)]

@@ -111,8 +111,8 @@ def test_a_one_point_window_goes_to_the_figure():
 def test_the_tools_usual_views_are_all_drawn_directly(tmp_path):
     """The speed claim rests on this: the full view and the zooms the model asks for never fall back."""
     from spec_vetting.errors import RenderError
-    from spec_vetting.fixtures.examples import write_examples
     from spec_vetting.io.candidates import load_candidates
+    from spec_vetting.synthetic.examples import write_examples
 
     write_examples(tmp_path, n=12, seed=1)
     for cand in load_candidates(tmp_path / "candidates.csv"):

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def example_file(tmp_path_factory):
-    from spec_vetting.fixtures.examples import write_examples
+    from spec_vetting.synthetic.examples import write_examples
 
     folder = tmp_path_factory.mktemp("examples")
     rows = write_examples(folder, n=4, seed=3)

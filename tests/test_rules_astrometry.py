@@ -12,7 +12,7 @@ import pytest
 from spec_vetting.engines.rules.astrometry import evidence_terms
 from spec_vetting.engines.rules.decision import decide
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
-from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.synthetic.synthetic import make_spectrum
 
 
 def _rs(kind: str, seed: int = 3):

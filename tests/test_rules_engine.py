@@ -14,12 +14,12 @@ from spec_vetting.engines.rules.decision import decide, p_yes_from_score
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.engine import MAX_ZOOMS, RULES_VERSION, RulesEngine, make_plan
 from spec_vetting.engines.rules.tasks import RULES_TASKS, rules_task
-from spec_vetting.fixtures.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
 from spec_vetting.inspect.loop import run_inspection
 from spec_vetting.inspect.parsing import parse_answer, parse_tool_call
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.protocol import TOOL_NAME
 from spec_vetting.spectrum import SpectrumMeta
+from spec_vetting.synthetic.synthetic import TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
 from spec_vetting.types import InspectionContext, Sampling
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")

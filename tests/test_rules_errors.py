@@ -15,7 +15,7 @@ import pytest
 
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.features import measure_gm, measure_wd
-from spec_vetting.fixtures.degrade import degrade
+from spec_vetting.synthetic.degrade import degrade
 
 pytestmark = pytest.mark.real_data
 

@@ -15,7 +15,7 @@ from spec_vetting.engines.rules.decision import decide
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.engine import final_text, make_plan
 from spec_vetting.engines.rules.tasks import RULES_TASKS
-from spec_vetting.fixtures.synthetic import KINDS, make_spectrum
+from spec_vetting.synthetic.synthetic import KINDS, make_spectrum
 
 TASKS = tuple(RULES_TASKS)
 CLAIM = re.compile(r"(?:^|; )(?P<name>[^;=]+?) = (?P<value>-?\d+\.\d+)(?: ± (?P<error>\d+\.\d+))?(?P<unit> Å)? "

@@ -17,7 +17,7 @@ from spec_vetting.analysis.confidence import review_reasons
 from spec_vetting.engines.rules.decision import decide
 from spec_vetting.engines.rules.diagnostics import RestSpectrum
 from spec_vetting.engines.rules.variability import light_curve_terms
-from spec_vetting.fixtures.synthetic import make_spectrum
+from spec_vetting.synthetic.synthetic import make_spectrum
 
 
 def band(name="ztf", b="r", **values) -> dict:

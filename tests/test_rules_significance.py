@@ -15,7 +15,7 @@ import pytest
 from spec_vetting.engines.rules.decision import decide
 from spec_vetting.engines.rules.diagnostics import Measurement, RestSpectrum
 from spec_vetting.engines.rules.significance import SIGMA, Term
-from spec_vetting.fixtures.degrade import degrade
+from spec_vetting.synthetic.degrade import degrade
 
 TASKS = ("cv", "carbon", "ss", "gm", "wd")
 A_STARS = ("spec-55862-B6212_sp06-044.fits", "spec-55862-B6212_sp06-059.fits")  # A1IV, A7III

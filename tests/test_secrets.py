@@ -76,8 +76,8 @@ def _dump(path: Path) -> str:
 
 @pytest.mark.slow
 def test_no_piece_of_the_key_reaches_any_output(tmp_path):
-    from spec_vetting.fixtures.synthetic import make_spectrum
-    from spec_vetting.fixtures.writers import write_spectrum
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.synthetic.writers import write_spectrum
 
     spectra = tmp_path / "spectra"
     for i, kind in enumerate(["cv", "g_star", "wd_da", "m_giant"]):

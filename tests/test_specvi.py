@@ -10,10 +10,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from spec_vetting.errors import CandidateListError
-from spec_vetting.fixtures.specvi import write_specvi_parquet
-from spec_vetting.fixtures.synthetic import make_spectrum
 from spec_vetting.io.candidates import load_candidates
 from spec_vetting.io.specvi import is_specvi_parquet, read_specvi_rows
+from spec_vetting.synthetic.specvi import write_specvi_parquet
+from spec_vetting.synthetic.synthetic import make_spectrum
 
 
 def _rows():
@@ -85,8 +85,8 @@ def test_plain_parquet_is_not_specvi(tmp_path):
 def test_image_is_read_per_row_only_when_asked(tmp_path, monkeypatch):
     from test_eval_support import png
 
-    from spec_vetting.fixtures.specvi import full_view_png
     from spec_vetting.io import specvi
+    from spec_vetting.synthetic.specvi import full_view_png
 
     rows = _rows()
     rows[0]["image"] = png(40, 30, (255, 0, 0))

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from spec_vetting.fixtures.grids import LAMOST_NPIX, lamost_grid
-from spec_vetting.fixtures.synthetic import KINDS, TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
+from spec_vetting.synthetic.grids import LAMOST_NPIX, lamost_grid
+from spec_vetting.synthetic.synthetic import KINDS, TASK_CONFUSERS, TASK_POSITIVES, make_spectrum
 
 SEEDS = range(6)
 

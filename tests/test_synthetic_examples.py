@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from spec_vetting.cli import main
-from spec_vetting.fixtures.examples import plan_examples
 from spec_vetting.io.candidates import load_candidates
+from spec_vetting.synthetic.examples import plan_examples
 
 
 def test_plan_mixes_positives_confusers_layouts_and_tasks():

@@ -17,9 +17,9 @@ from fake_server import ANSWER_YES, ZOOM_HALPHA, FakeOpenAIServer
 from spec_vetting.engine_interface import Engine, EngineSession
 from spec_vetting.engines.http.engine import OpenAIEngine
 from spec_vetting.errors import EngineError
-from spec_vetting.fixtures.synthetic import make_spectrum
 from spec_vetting.pipeline.plan import WorkItem
 from spec_vetting.pipeline.shard import ShardSpec, inspect_items
+from spec_vetting.synthetic.synthetic import make_spectrum
 from spec_vetting.types import EngineIdentity, EngineReply, Sampling
 
 SPECTRUM = make_spectrum("cv", seed=1, redshift=0.0)

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from astropy.io import fits
 
-from spec_vetting.fixtures.desi import write_desi_coadd, write_redrock
-from spec_vetting.fixtures.grids import DESI_ARMS, resample
-from spec_vetting.fixtures.synthetic import make_spectrum
-from spec_vetting.fixtures.writers import LAYOUTS, native_grid, write_spectrum
 from spec_vetting.io import known_layouts, list_targets, read_spectrum, sniff_layout
+from spec_vetting.synthetic.desi import write_desi_coadd, write_redrock
+from spec_vetting.synthetic.grids import DESI_ARMS, resample
+from spec_vetting.synthetic.synthetic import make_spectrum
+from spec_vetting.synthetic.writers import LAYOUTS, native_grid, write_spectrum
 
 #: the single-spectrum layouts and the variant their reader gives: the writers use the readers' layout names
 READ_VARIANT = {

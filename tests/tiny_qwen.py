@@ -324,8 +324,8 @@ def fixed_spectrum():
     """
     import numpy as np
 
-    from spec_vetting.fixtures.grids import lamost_grid
     from spec_vetting.spectrum import Spectrum, SpectrumMeta
+    from spec_vetting.synthetic.grids import lamost_grid
 
     wl = lamost_grid()
     flux = 2.0 - wl / 9100.0
@@ -339,7 +339,7 @@ def fixed_spectrum():
 
 def write_fixed_spectrum(path: Path) -> Path:
     """:func:`fixed_spectrum` as a LAMOST DR1 file (a pure log10 grid and float32 flux: read back unchanged)."""
-    from spec_vetting.fixtures.writers import write_spectrum
+    from spec_vetting.synthetic.writers import write_spectrum
 
     return write_spectrum(fixed_spectrum(), path, "lamost-lrs-dr1-image")
 

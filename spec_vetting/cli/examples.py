@@ -1,4 +1,4 @@
-"""`spec-vet make-examples DIR`: write the labelled synthetic example set (:mod:`spec_vetting.fixtures.examples`)."""
+"""`spec-vet make-examples DIR`: write the labelled synthetic example set (:mod:`spec_vetting.synthetic.examples`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..fixtures.examples import MARKER, remove_previous_examples, write_examples
+from ..synthetic.examples import MARKER, remove_previous_examples, write_examples
 from .output_path import output_folder
 
 
@@ -52,12 +52,12 @@ def make_examples(out_dir: Path, n: int, seed: int, gaia: bool, light_curves: bo
             f"cannot write the examples under {out_dir}: {exc.strerror or exc} ({exc.filename or out_dir})"
         ) from None
     if gaia or light_curves:
-        from ..fixtures.example_evidence import GAIA_DIR, LIST_NAME, write_example_evidence
+        from ..synthetic.example_evidence import GAIA_DIR, LIST_NAME, write_example_evidence
 
         write_example_evidence(out_dir, rows, n, seed)
         click.echo(f"Gaia evidence: catalog {out_dir / GAIA_DIR} (HATS), list {out_dir / LIST_NAME}", file=sys.stdout)
     if light_curves:
-        from ..fixtures.example_light_curves import LC_DIR, write_example_light_curves
+        from ..synthetic.example_light_curves import LC_DIR, write_example_light_curves
 
         write_example_light_curves(out_dir, rows, n, seed)
         click.echo(f"light curves: catalog {out_dir / LC_DIR} (HATS, ZTF DR columns)", file=sys.stdout)

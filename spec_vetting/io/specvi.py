@@ -16,7 +16,7 @@ picture when its inspection runs, one row group at a time, kept for the next row
 
 Reading goes through Arrow's nested arrays so a 1 500-row file with 3 909-value arrays per row does not become
 millions of Python floats. ``extra_info`` stored as JSON text (as some exports do) is accepted too. Test and example
-files in this layout are written by :mod:`spec_vetting.fixtures.specvi`.
+files in this layout are written by :mod:`spec_vetting.synthetic.specvi`.
 """
 
 from __future__ import annotations

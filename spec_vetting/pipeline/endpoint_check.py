@@ -22,9 +22,9 @@ from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..engines.http.fidelity import pinned_sampling
 from ..engines.http.wire import PINNED_SAMPLING_FIELDS
 from ..errors import SpecVettingError
-from ..fixtures.synthetic import make_spectrum
 from ..inspect.loop import run_inspection
 from ..inspect.tasks import get_task
+from ..synthetic.synthetic import make_spectrum
 from ..types import InspectionContext, Sampling
 
 SMOKE_TASK = "cv"
