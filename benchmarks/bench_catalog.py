@@ -84,7 +84,7 @@ def __getattr__(name):  # the job names the engine "bench_catalog:VariedScript";
 def _candidates(n: int, start: int = 0):
     import numpy as np
 
-    from spec_vetting.io.candidates import Candidate, InlineSpectrum
+    from spec_vetting.io.candidate import Candidate, InlineSpectrum
     from spec_vetting.synthetic.synthetic import make_spectrum
 
     base = make_spectrum("cv", seed=1)

@@ -56,7 +56,7 @@ TASKS = ("cv", "carbon", "ss", "gm", "wd")
 
 
 def _candidates(n: int, own_task: str | None = "cv"):
-    from spec_vetting.io.candidates import Candidate, InlineSpectrum
+    from spec_vetting.io.candidate import Candidate, InlineSpectrum
     from spec_vetting.synthetic.synthetic import make_spectrum
 
     base = make_spectrum("cv", seed=1)

@@ -12,7 +12,8 @@ import pytest
 from astropy.io import fits
 
 from spec_vetting.errors import CandidateListError, SpectrumReadError
-from spec_vetting.io.candidates import Candidate, load_candidates
+from spec_vetting.io.candidate import Candidate
+from spec_vetting.io.candidates import load_candidates
 from spec_vetting.synthetic.desi import write_desi_coadd
 from spec_vetting.synthetic.synthetic import make_spectrum
 from spec_vetting.synthetic.writers import native_grid, write_spectrum

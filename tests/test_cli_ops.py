@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from test_eval_support import turn_rows, verdict_row, write_catalog
 
 from spec_vetting.cli import main
-from spec_vetting.io.candidates import COLUMN_ALIASES
+from spec_vetting.io.candidate_cells import COLUMN_ALIASES
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC_VET = [sys.executable, "-m", "spec_vetting"]

@@ -209,7 +209,7 @@ def inspect_cmd(path, task_key, target, engine, endpoints, model, device, tasks_
         output_folder(save_images, "--save-images")
 
     from ..io import parse_target, read_spectrum
-    from ..io.candidates import default_candidate_id
+    from ..io.candidate import default_candidate_id
 
     tgt = parse_target(target)
     try:

@@ -29,244 +29,36 @@ from __future__ import annotations
 import csv
 import glob
 import logging
-import math
 import os
 import re
-import unicodedata
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from ..errors import CandidateListError, CandidateRowError, SpectrumReadError
-from ..label_values import LABEL_HINT, LabelValueError, parse_label
-from ..spectrum import Spectrum, SpectrumMeta
+from ..errors import CandidateListError, SpectrumReadError
+from .candidate import FITS_SUFFIXES, Candidate, InlineSpectrum, default_candidate_id, fits_stem
+from .candidate_cells import (
+    COLUMN_ALIASES,
+    as_angle,
+    as_label,
+    as_number,
+    as_target,
+    as_text,
+    control_character_refusal,
+    find_columns,
+    given_evidence,
+)
 
 log = logging.getLogger(__name__)
 
-FITS_SUFFIXES = (".fits", ".fit", ".fts", ".fits.gz", ".fit.gz", ".fts.gz")
 _GLOB_CHARS = re.compile(r"[*?\[]")
-_LAMOST_NAME = re.compile(r"spec-(?P<lmjd>\d+)-(?P<planid>[^_]+)_sp(?P<spid>\d+)-(?P<fiberid>\d+)")
-
-#: accepted column names (lower case) for each field, first match wins
-COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
-    "path": ("path", "file", "filename"),
-    "candidate_id": ("candidate_id",),
-    "target": ("target", "targetid"),
-    "task": ("task",),
-    "label": ("label",),
-    "ra": ("ra",),
-    "dec": ("dec",),
-    "redrock": ("redrock",),
-    "mjd": ("mjd", "epoch_mjd"),
-}
-#: columns a list may carry already cross-matched (``gaia_parallax`` ...): kept as given, no match is made for them
-GIVEN_EVIDENCE_PREFIXES = ("gaia_",)
-class InlineSpectrum(BaseModel):
-    """A spectrum carried in the list itself (SpecVI-Bench rows): observed-frame wavelength (Å) and flux."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    wavelength: np.ndarray
-    flux: np.ndarray
-    redshift: float | None = None  # None means 0, as in SpecVI-Bench
-    name: str | None = None  # e.g. the LAMOST file name the row was made from
-
-
-class Candidate(BaseModel):
-    """One candidate of a list. ``source`` says where it was listed (file and row) for messages."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    candidate_id: str
-    path: str | None = None
-    target: int | str | None = None
-    task: str | None = None
-    label: Literal["YES", "NO"] | None = None
-    ra: float | None = None
-    dec: float | None = None
-    inline: InlineSpectrum | None = None
-    prompt: str | None = None  # SpecVI's exact task text (the user text after the image), when the list has one
-    system_prompt: str | None = None  # SpecVI's system message text (before the tools block), when the row has one
-    #: data row (0-based) of the SpecVI-Bench file at ``path`` whose ``images`` cell holds the full view the model
-    #: saw in training; read only when the inspection runs (:meth:`load_initial_image`)
-    image_row: int | None = None
-    redrock: str | None = None
-    #: when the spectrum was taken (MJD), for moving catalog sources to its epoch; from the list's mjd column
-    mjd: float | None = None
-    #: evidence columns the list already carries (``gaia_parallax`` ...), as given
-    given_evidence: dict[str, Any] = {}
-    #: evidence values of this run's cross-matches (``gaia_*``, ``NAME_*``), filled before inspection
-    evidence: dict[str, Any] = {}
-    source: str | None = None
-    #: why this row cannot be vetted as listed (its id empty or not printable, or its pair listed again): reading it
-    #: raises :class:`CandidateRowError`, so the pair is one ERROR row naming the cause and the list goes on
-    refused: str | None = None
-
-    def load_initial_image(self) -> bytes | None:
-        """The list's own full-view PNG for this candidate (a SpecVI-Bench row's ``images``), None when it has none.
-
-        A cell that is not a readable PNG raises :class:`~spec_vetting.errors.ImageReadError` naming file and row.
-        """
-        if self.image_row is None or not self.path:
-            return None
-        from .specvi import read_specvi_image
-
-        return read_specvi_image(self.path, self.image_row)
-
-    def load_spectrum(self) -> Spectrum:
-        """Read this candidate's spectrum; every failure is a :class:`SpectrumReadError` naming file and target."""
-        if self.refused is not None:
-            raise CandidateRowError(self.source or self.candidate_id, self.refused)
-        if self.inline is not None:
-            return _inline_spectrum(self)
-        if not self.path:
-            raise SpectrumReadError(
-                self.source or self.candidate_id,
-                f"candidate {self.candidate_id} has neither a path nor an inline spectrum",
-                hint="give a path column in the candidate list",
-            )
-        from .reader import read_spectrum
-
-        try:
-            if self.redrock:
-                return read_spectrum(self.path, self.target, redrock=self.redrock)
-            return read_spectrum(self.path, self.target)
-        except SpectrumReadError:
-            raise
-        except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:  # a reader bug must not kill a run
-            raise SpectrumReadError(
-                self.path, f"{type(exc).__name__}: {exc}", target=self.target, hint="report this file to the developers"
-            ) from exc
-
-
-def _inline_spectrum(c: Candidate) -> Spectrum:
-    inline = c.inline
-    where = c.source or c.candidate_id
-    wave = np.asarray(inline.wavelength, dtype=np.float64)
-    flux = np.asarray(inline.flux, dtype=np.float64)
-    if wave.shape != flux.shape or wave.ndim != 1:
-        raise SpectrumReadError(where, f"inline wavelength has shape {wave.shape} but flux {flux.shape}")
-    keep = np.isfinite(wave)
-    wave, flux = wave[keep], flux[keep]
-    if wave.size < 2:
-        raise SpectrumReadError(where, "inline spectrum has fewer than 2 finite wavelengths")
-    if not np.all(np.diff(wave) > 0):
-        order = np.argsort(wave, kind="stable")
-        wave, flux = wave[order], flux[order]
-        if not np.all(np.diff(wave) > 0):
-            raise SpectrumReadError(where, "inline wavelengths repeat; expected a strictly increasing grid")
-    bad = ~np.isfinite(flux)
-    if bad.all():
-        raise SpectrumReadError(where, "inline spectrum has no finite flux")
-    # SpecVI rows carry no errors: use one noise level from the pixel-to-pixel scatter (robust, via the MAD)
-    diffs = np.diff(flux[~bad])
-    sigma = 1.4826 * float(np.median(np.abs(diffs - np.median(diffs)))) / math.sqrt(2.0) if diffs.size else 0.0
-    ivar = np.where(bad, 0.0, 1.0 / sigma**2 if sigma > 0 else 1.0)
-    ids: dict[str, Any] = {}
-    if inline.name:
-        m = _LAMOST_NAME.search(inline.name)
-        if m:
-            ids = {"lmjd": int(m["lmjd"]), "planid": m["planid"], "spid": int(m["spid"]), "fiberid": int(m["fiberid"])}
-    meta = SpectrumMeta(
-        survey="lamost",
-        variant="specvi-inline",
-        path=c.path or "",
-        row=None,
-        ids=ids,
-        ra=c.ra,
-        dec=c.dec,
-        redshift=0.0 if inline.redshift is None else float(inline.redshift),
-    )
-    return Spectrum(wave, flux, ivar, bad, "", meta)
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # value parsing
-
-
-def _blank(value: Any) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, float) and math.isnan(value):
-        return True
-    return isinstance(value, str) and value.strip() == ""
-
-
-def _as_text(value: Any) -> str | None:
-    if _blank(value):
-        return None
-    if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value).strip()
-
-
-def _as_target(value: Any) -> int | str | None:
-    text = _as_text(value)
-    if text is None:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
-def _as_label(value: Any, path: Path, row: int) -> str | None:
-    try:
-        return parse_label(value)
-    except LabelValueError as exc:
-        raise CandidateListError(path, str(exc), row=row, hint=LABEL_HINT) from None
-
-
-def _as_angle(value: Any, name: str, lo: float, hi: float, path: Path, row: int) -> float | None:
-    if _blank(value):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise CandidateListError(path, f"{name} {value!r} is not a number (degrees)", row=row) from None
-    if not math.isfinite(x):
-        raise CandidateListError(path, f"{name} {value!r} is not a finite number (degrees)", row=row,
-                                 hint=f"leave {name} empty when it is unknown")
-    if not (lo <= x <= hi):
-        raise CandidateListError(path, f"{name} {x} is outside [{lo:g}, {hi:g}] degrees", row=row)
-    return x
-
-
-def _as_number(value: Any, name: str, path: Path, row: int) -> float | None:
-    if _blank(value):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise CandidateListError(path, f"{name} {value!r} is not a number", row=row) from None
-    return x if math.isfinite(x) else None
-
-
-def _given_evidence(names: list[str], r: dict, path: Path, row: int) -> dict[str, Any]:
-    """The row's evidence columns (``gaia_*``) by lower-case name; empty cells as None, numbers as numbers."""
-    out: dict[str, Any] = {}
-    for n in names:
-        key = n.lower().strip()
-        if not key.startswith(GIVEN_EVIDENCE_PREFIXES):
-            continue
-        v = r.get(n)
-        if _blank(v):
-            out[key] = None
-        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool):
-            out[key] = v.item() if hasattr(v, "item") else v
-        else:
-            try:
-                out[key] = int(v) if key.endswith(("source_id", "n_within")) else float(v)
-            except (TypeError, ValueError):
-                out[key] = str(v)
-    return out
 
 
 def _resolve(path_text: str, base: Path) -> str:
@@ -275,22 +67,6 @@ def _resolve(path_text: str, base: Path) -> str:
     if not p.is_absolute():
         p = base / p
     return os.path.abspath(str(p))
-
-
-def fits_stem(path: str | Path) -> str:
-    """The file name without FITS/gzip suffixes: ``spec-0266-51602-0013.fits.gz`` -> ``spec-0266-51602-0013``."""
-    name = Path(path).name
-    for suffix in sorted(FITS_SUFFIXES, key=len, reverse=True):
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)]
-    return Path(name).stem
-
-
-def default_candidate_id(path: str, target: Any) -> str:
-    """The id of a spectrum without a given candidate_id: the file name without FITS suffixes, plus ``-<target>`` in
-    a multi-target file (`spec-vet run` and `spec-vet inspect` name a spectrum the same way)."""
-    stem = fits_stem(path)
-    return stem if target is None else f"{stem}-{target}"
 
 
 def _dedupe_generated(cands: list[Candidate], generated: list[bool]) -> None:
@@ -305,50 +81,20 @@ def _dedupe_generated(cands: list[Candidate], generated: list[bool]) -> None:
 # tables
 
 
-def _find_columns(names: list[str], path: Path) -> dict[str, str]:
-    lower = {n.lower().strip(): n for n in names}
-    found = {}
-    for field, aliases in COLUMN_ALIASES.items():
-        for alias in aliases:
-            if alias in lower:
-                found[field] = lower[alias]
-                break
-    if "path" not in found:
-        raise CandidateListError(
-            path,
-            f"no path column; columns found: {', '.join(names) if names else '(none)'}",
-            hint="add a column 'path' with each spectrum file (relative paths resolve against the list's folder)",
-        )
-    return found
-
-
-def _control_character_refusal(cid: str) -> tuple[str, str | None]:
-    """(the id to record, why the row is refused or None). An id with a control character (NUL, newline, escape
-    ...) cannot be vetted as given: export formats disagree on them (VOTable drops NUL, FITS/ECSV/CSV keep it), so
-    the same id would not be the same id everywhere. Its row is recorded under the id with each control character
-    written as ``\\uXXXX`` (printable everywhere), as an ERROR row saying so."""
-    bad = next((c for c in cid if unicodedata.category(c) == "Cc"), None)
-    if bad is None:
-        return cid, None
-    shown = "".join(f"\\u{ord(c):04X}" if unicodedata.category(c) == "Cc" else c for c in cid)
-    return shown, (f"candidate_id {shown} holds the control character U+{ord(bad):04X}; candidate ids must be "
-                   "printable text: fix the id (or the file name it is made from) in the list")
-
-
 def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind: str) -> list[Candidate]:
-    cols = _find_columns(names, path)
+    cols = find_columns(names, path)
     base = path.parent
     cands: list[Candidate] = []
     generated: list[bool] = []
     for i, r in enumerate(rows, start=1):
-        raw_path = _as_text(r.get(cols["path"]))
+        raw_path = as_text(r.get(cols["path"]))
         if raw_path is None:
             raise CandidateListError(path, f"empty {cols['path']}", row=i, hint="every row needs a spectrum file")
         spec_path = _resolve(raw_path, base)
-        target = _as_target(r.get(cols["target"])) if "target" in cols else None
-        cid = _as_text(r.get(cols["candidate_id"])) if "candidate_id" in cols else None
-        task = _as_text(r.get(cols["task"])) if "task" in cols else None
-        redrock = _as_text(r.get(cols["redrock"])) if "redrock" in cols else None
+        target = as_target(r.get(cols["target"])) if "target" in cols else None
+        cid = as_text(r.get(cols["candidate_id"])) if "candidate_id" in cols else None
+        task = as_text(r.get(cols["task"])) if "task" in cols else None
+        redrock = as_text(r.get(cols["redrock"])) if "redrock" in cols else None
         refused = None
         if cid is None and "candidate_id" in cols:
             # the list has ids: an empty one is this row's error, not an id guessed from the file name
@@ -357,19 +103,19 @@ def _rows_to_candidates(path: Path, names: list[str], rows: Iterable[dict], kind
                        "not made from the file name)")
         generated.append(cid is None)
         cid = cid if cid is not None else default_candidate_id(spec_path, target)
-        cid, refused = (cid, refused) if refused else _control_character_refusal(cid)
+        cid, refused = (cid, refused) if refused else control_character_refusal(cid)
         cands.append(
             Candidate(
                 candidate_id=cid,
                 path=spec_path,
                 target=target,
                 task=task.lower() if task else None,
-                label=_as_label(r.get(cols["label"]), path, i) if "label" in cols else None,
-                ra=_as_angle(r.get(cols["ra"]), "ra", 0.0, 360.0, path, i) if "ra" in cols else None,
-                dec=_as_angle(r.get(cols["dec"]), "dec", -90.0, 90.0, path, i) if "dec" in cols else None,
+                label=as_label(r.get(cols["label"]), path, i) if "label" in cols else None,
+                ra=as_angle(r.get(cols["ra"]), "ra", 0.0, 360.0, path, i) if "ra" in cols else None,
+                dec=as_angle(r.get(cols["dec"]), "dec", -90.0, 90.0, path, i) if "dec" in cols else None,
                 redrock=_resolve(redrock, base) if redrock else None,
-                mjd=_as_number(r.get(cols["mjd"]), "mjd", path, i) if "mjd" in cols else None,
-                given_evidence=_given_evidence(names, r, path, i),
+                mjd=as_number(r.get(cols["mjd"]), "mjd", path, i) if "mjd" in cols else None,
+                given_evidence=given_evidence(names, r, path, i),
                 source=f"{path} ({kind} row {i})",
                 refused=refused,
             )
@@ -460,7 +206,7 @@ def _check_not_a_pathless_list(path: Path) -> None:
     except (OSError, ValueError, TypeError, EOFError):
         return
     if names is not None:
-        _find_columns(names, path)
+        find_columns(names, path)
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from ..errors import ConfigError
 class WorkItem:
     """One inspection to run: a candidate (as loaded from the list) and a canonical task key."""
 
-    candidate: Any  # spec_vetting.io.candidates.Candidate
+    candidate: Any  # spec_vetting.io.candidate.Candidate
     task: str
 
     @property
