@@ -81,8 +81,10 @@ def main() -> None:
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
+    from spec_vetting.catalog.check import summarize_catalog
     from spec_vetting.catalog.current import update_current
-    from spec_vetting.catalog.read import latest_run_id, read_run_table, summarize_catalog
+    from spec_vetting.catalog.listing import latest_run_id
+    from spec_vetting.catalog.read import read_run_table
     from spec_vetting.pipeline import job_from_dict, runner
     from spec_vetting.pipeline.compact import compact_root
 

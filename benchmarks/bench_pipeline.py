@@ -103,7 +103,8 @@ def bench_throughput(n: int, delay: float, endpoints: int, inflight: int, worker
                      shard_size: int | None = None, tasks: int = 1, warm_prefix: bool = True) -> dict:
     from fake_server import FakeOpenAIServer
 
-    from spec_vetting.catalog.read import read_manifest, read_verdicts
+    from spec_vetting.catalog.listing import read_manifest
+    from spec_vetting.catalog.read import read_verdicts
     from spec_vetting.pipeline import job_from_dict, runner
 
     # n pairs: n candidates with a task of their own, or n / tasks candidates asked every one of `tasks` tasks

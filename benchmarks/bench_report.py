@@ -86,7 +86,7 @@ def main() -> None:
     if root.exists():
         shutil.rmtree(root)
     make_catalog(root, args.n)
-    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.run_data import read_run
     from spec_vetting.report.page import write_pages
 
     t0 = time.perf_counter()

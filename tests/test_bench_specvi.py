@@ -62,7 +62,7 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
     assert out["table1_comparable"] is True and out["data"] == {"SpecVI-Bench test_cv.parquet": 2}
     assert list(out["engines"]) == ["rules"]
     # each row was asked with the prompt of the file, not the built-in one
-    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.run_data import read_run
     from spec_vetting.inspect.tasks import get_task
     from spec_vetting.io.candidates import load_candidates
 
@@ -72,7 +72,7 @@ def test_bench_runs_the_pipeline_and_evaluates(tmp_path):
 
 @pytest.mark.slow
 def test_first_picture_is_the_rows_own_image_unless_rerender(tmp_path):
-    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.run_data import read_run
     from spec_vetting.synthetic.specvi import full_view_png
 
     data = tmp_path / "specvi"

@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from spec_vetting.catalog.read import read_current, read_run_table, read_verdicts, summarize_catalog
+from spec_vetting.catalog.check import summarize_catalog
+from spec_vetting.catalog.read import read_current, read_run_table, read_verdicts
 from spec_vetting.errors import SpectrumReadError
 from spec_vetting.pipeline import job_from_dict, rollup, runner
 from spec_vetting.pipeline.compact import compact_root
@@ -152,11 +153,11 @@ def test_summary_counts_finished_runs_from_their_manifests(history):
     assert summary["n_rows"] == len(rows)
 
     # the finished runs' rows are not read for the counts (only the damage check looks at their files' frames)
-    from spec_vetting.catalog import read
+    from spec_vetting.catalog import check
 
     opened = []
-    real = read._files_dataset
-    monkeypatch.setattr(read, "_files_dataset", lambda r, files: opened.extend(files) or real(r, files))
+    real = check.files_dataset
+    monkeypatch.setattr(check, "files_dataset", lambda r, files: opened.extend(files) or real(r, files))
     # a run whose manifest is gone: counted from its files
     manifest = root / "_runs" / runs[2] / "manifest.json"
     manifest.unlink()
@@ -281,7 +282,8 @@ def test_a_month_file_without_its_footer_is_repaired_and_its_runs_vetted_again(t
     """A month file truncated past its footer (the list of its runs gone): `catalog check` names the runs whose rows
     it held from the month's manifests, `--repair` sets it aside and records each run as short, the counts follow,
     and the next incremental night vets the lost pairs again into a new month file."""
-    from spec_vetting.catalog.damage import check_root, quarantined_runs
+    from spec_vetting.catalog.check import check_root
+    from spec_vetting.catalog.damage import quarantined_runs
     from spec_vetting.pipeline.repair import repair_root
 
     root = tmp_path / "cat"
@@ -322,7 +324,7 @@ def test_a_month_file_without_its_footer_is_repaired_and_its_runs_vetted_again(t
 def test_a_full_month_file_is_left_and_the_next_one_started(tmp_path, monkeypatch):
     """A month file past MONTH_BYTES takes no more runs (a night's merge rewrites only the file it joins): the next
     night starts part-month-<task>-1; every row is read once and `catalog check` agrees with the manifests."""
-    from spec_vetting.catalog.damage import check_root
+    from spec_vetting.catalog.check import check_root
 
     monkeypatch.setattr(rollup, "MONTH_BYTES", 1)  # any file is full: one run per month file
     root = tmp_path / "cat"

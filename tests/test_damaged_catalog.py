@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from test_pipeline_cli import _env, _examples, _run, _write_job
 
-from spec_vetting.catalog.read import read_manifest
+from spec_vetting.catalog.listing import read_manifest
 
 N = 4  # candidates; tasks cv and wd: 8 pairs, all YES (the script answers YES)
 

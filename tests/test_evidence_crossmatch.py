@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("lsdb")
 
-from spec_vetting.catalog.read import read_manifest, read_verdicts  # noqa: E402
+from spec_vetting.catalog.listing import read_manifest  # noqa: E402
+from spec_vetting.catalog.read import read_verdicts  # noqa: E402
 from spec_vetting.errors import ConfigError, RunFailedError  # noqa: E402
 from spec_vetting.evidence.motion import mjd_from_name, mjd_to_jyear, propagate  # noqa: E402
 from spec_vetting.evidence.photometry import absolute_g  # noqa: E402

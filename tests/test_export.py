@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
 from spec_vetting.analysis.training_data import export_sft, export_verl, verl_rows
-from spec_vetting.catalog.read import read_run
+from spec_vetting.catalog.run_data import read_run
 from spec_vetting.cli import main
 from spec_vetting.errors import SpectrumReadError
 from spec_vetting.inspect.tasks import get_task

@@ -287,7 +287,8 @@ def test_any_name_with_light_curve_settings_and_a_nested_band(tmp_path):
 def test_a_run_with_light_curves_fills_rows_caches_and_keeps_points(lc_catalog, tmp_path, monkeypatch):
     from test_evidence_crossmatch import Cand
 
-    from spec_vetting.catalog.read import read_manifest, read_verdicts
+    from spec_vetting.catalog.listing import read_manifest
+    from spec_vetting.catalog.read import read_verdicts
     from spec_vetting.evidence.lightcurve_points import read_points
     from spec_vetting.pipeline import job_from_dict, runner
 

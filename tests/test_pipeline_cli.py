@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from spec_vetting.catalog.read import read_manifest, read_turns, read_verdicts
+from spec_vetting.catalog.listing import read_manifest
+from spec_vetting.catalog.read import read_turns, read_verdicts
 from spec_vetting.pipeline.lock import RootLock
 
 REPO = Path(__file__).resolve().parents[1]

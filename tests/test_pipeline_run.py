@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from spec_vetting.catalog.read import latest_run_id, list_runs, read_manifest, read_turns, read_verdicts
+from spec_vetting.catalog.listing import latest_run_id, list_runs, read_manifest
+from spec_vetting.catalog.read import read_turns, read_verdicts
 from spec_vetting.errors import ConfigError, RunLockedError, SpectrumReadError
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.pipeline import job_from_dict, rollup, runner
@@ -424,7 +425,7 @@ def test_store_pictures_keeps_each_picture_once(tmp_path, fake_candidates):
     pics = pq.read_table(next((tmp_path / "cat" / "pictures").rglob("*.parquet")))
     # the constant test picture: one row, however many turns and tasks showed it
     assert pics.num_rows == 1 and pics.column("image_png")[0].as_py() == TINY_PNG
-    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.run_data import read_run
 
     data = read_run(tmp_path / "cat")
     assert data.initial_image("c-0", "cv") == TINY_PNG

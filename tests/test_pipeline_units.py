@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from spec_vetting.catalog.healpix import ang2pix_nest, healpix_or_none
-from spec_vetting.catalog.read import latest_run_id, list_runs, read_turns, read_verdicts
+from spec_vetting.catalog.listing import latest_run_id, list_runs
+from spec_vetting.catalog.read import read_turns, read_verdicts
 from spec_vetting.catalog.rows import empty_row, rows_to_table
 from spec_vetting.catalog.schema import SCHEMA_VERSION, TURNS_SCHEMA, VERDICTS_SCHEMA
 from spec_vetting.errors import ConfigError

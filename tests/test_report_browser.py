@@ -15,7 +15,7 @@ import subprocess
 import pytest
 from test_eval_support import XSS_IMG, XSS_SCRIPT, turn_rows, verdict_row, write_catalog
 
-from spec_vetting.catalog.read import read_run
+from spec_vetting.catalog.run_data import read_run
 from spec_vetting.report.page import write_page
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -12,7 +12,7 @@ import pytest
 from test_eval_support import turn_rows, verdict_row, write_catalog
 from test_report_browser import CHROMIUM, dump_dom
 
-from spec_vetting.catalog.read import read_run
+from spec_vetting.catalog.run_data import read_run
 from spec_vetting.evidence.lightcurve_points import read_points, write_points
 from spec_vetting.report.page import write_page
 

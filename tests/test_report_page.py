@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from report_support import spectrum_catalog
 from test_eval_support import XSS_IMG, XSS_SCRIPT, png, turn_rows, verdict_row, write_catalog
 
-from spec_vetting.catalog.read import read_run
+from spec_vetting.catalog.run_data import read_run
 from spec_vetting.cli import main
 from spec_vetting.report.page import build_page, json_for_script
 

@@ -97,7 +97,7 @@ def test_verl_export_streams_into_one_parquet_file(tmp_path, monkeypatch):
 def test_walk_run_gives_each_slice_its_rows_and_turns(tmp_path):
     import pyarrow as pa
 
-    from spec_vetting.catalog.read import read_run
+    from spec_vetting.catalog.run_data import read_run
     from spec_vetting.catalog.walk import walk_data, walk_run
 
     root, _ = _catalog(tmp_path, n=17)

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..catalog.labels import attach_labels_table
-from ..catalog.read import RunData, read_run_table, run_manifest
+from ..catalog.read import read_run_table, run_manifest
+from ..catalog.run_data import RunData
 from ..catalog.walk import walk_data, walk_run
 from ..errors import ConfigError, SpectrumReadError
 from ..inspect.conversation import assistant_message, build_initial_messages, tool_response_message

@@ -18,7 +18,9 @@ The names below are the reading API docs/reference/api.md documents (``spec_vett
 code in this package imports from the modules themselves.
 """
 
-from .read import latest_run_id, list_runs, read_current, read_manifest, read_run, read_turns, read_verdicts
+from .listing import latest_run_id, list_runs, read_manifest
+from .read import read_current, read_turns, read_verdicts
+from .run_data import read_run
 from .schema import TURNS_SCHEMA, VERDICTS_SCHEMA
 
 __all__ = [

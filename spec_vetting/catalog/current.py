@@ -26,15 +26,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from . import crash_points
-from .read import dataset, list_runs, parquet_dataset, read_manifest, run_table_files, scan_batches
-from .schema import CURRENT_DIR, file_schema, lengths_in, with_reader_metadata
+from .listing import list_runs, read_manifest
+from .read import dataset, parquet_dataset, run_table_files, scan_batches
+from .schema import CURRENT_DIR, RUN_ORDER_FILE, file_schema, lengths_in, with_reader_metadata
 
 #: a non-ERROR verdict outranks any ERROR, then the later run wins, then (same run) the new attempt's row
 _NOT_ERROR = 1 << 40
 #: rows per row group of a current/ file (as compacted files): a night's rows are merged into the last one
 ROW_GROUP_ROWS = 128 * 1024
-#: beside the view: run id -> started_at of the runs folded in (a fold reads the manifests of new runs only)
-RUN_ORDER_FILE = "_run_order.json"
 
 
 def _started(root: Path, run_ids, known: dict[str, str]) -> dict[str, str]:

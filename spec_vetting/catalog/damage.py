@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from .schema import CURRENT_DIR, MONTH_FILE_PREFIX, PICTURES_DIR, PICTURES_SCHEMA, TABLES
+from .footers import footer_damage, merged_runs, one_line
+from .listing import list_runs, table_files
+from .schema import CURRENT_DIR, MANIFEST_FILE, MONTH_FILE_PREFIX, PICTURES_DIR, RUN_ORDER_FILE, RUNS_DIR, TABLES
 
 #: every folder of compacted files a root holds; pictures are a cache of re-renderable PNGs (store_pictures)
 CHECKED = (*TABLES, CURRENT_DIR, PICTURES_DIR)
@@ -30,10 +29,7 @@ _PART_NAME = re.compile(r"^part-(?P<run_id>\d{8}T\d{6}Z-[0-9a-f]+(?:-[0-9a-f]{4}
 #: a month file of small nights' rows, ``<table>/<YYYY-MM>/part-month-<task>-<k>.parquet`` (pipeline.rollup)
 _MONTH_NAME = re.compile(rf"^{MONTH_FILE_PREFIX}(?P<task>.+)-\d+\.parquet$")
 
-_MAGIC = b"PAR1"
 
-# (size, mtime_ns) -> damage (None: sound), per path: a footer is read once per file version
-_footer_cache: dict[str, tuple[tuple[int, int], str | None]] = {}
 
 
 @dataclass(frozen=True)
@@ -65,82 +61,6 @@ class DamagedFile:
         return f"damaged file {self.path}{held}: {self.reason}"
 
 
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
-
-
-def footer_damage(path: str | os.PathLike) -> str | None:
-    """Why ``path`` is not a whole Parquet file (one line), or None when its frame is sound. Cached by size and
-    modification time, so the readers pay two small reads per file version."""
-    path = str(path)
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return _one_line(exc)
-    stamp = (st.st_size, st.st_mtime_ns)
-    hit = _footer_cache.get(path)
-    if hit is not None and hit[0] == stamp:
-        return hit[1]
-    damage = _frame_damage(path, st.st_size)
-    _footer_cache[path] = (stamp, damage)
-    return damage
-
-
-def _frame_damage(path: str, size: int) -> str | None:
-    """The Parquet frame, read in two small reads: ``PAR1`` at both ends and a footer length that fits the file.
-    A truncated or overwritten file fails it; a footer damaged inside is found by :func:`whole_file_damage`
-    (``catalog check``). Parsing every footer instead cost 1.6 ms a file on each command's first read."""
-    if size == 0:
-        return "the file is empty (0 bytes)"
-    if size < 12:
-        return f"too short for a Parquet file ({size} bytes)"
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4)
-            fh.seek(size - 8)
-            tail = fh.read(8)
-    except OSError as exc:
-        return _one_line(exc)
-    if head != _MAGIC or tail[4:] != _MAGIC:
-        return (f"not a whole Parquet file: the 'PAR1' mark is missing at its {'start' if head != _MAGIC else 'end'} "
-                f"(truncated or overwritten?); the file is {size} bytes")
-    footer = int.from_bytes(tail[:4], "little")
-    if footer <= 0 or footer > size - 12:
-        return f"not a whole Parquet file: its footer length {footer} does not fit its {size} bytes"
-    return None
-
-
-def whole_file_damage(path: str | os.PathLike, expected: pa.Schema | None = None) -> tuple[str | None, int | None]:
-    """(why ``path`` cannot be read through, rows it holds): footer, the columns of ``expected``, every row group
-    decoded. The rows are None when the file is damaged."""
-    damage = footer_damage(path)
-    if damage:
-        return damage, None
-    damage, rows = _read_through(path, expected)
-    if damage:  # from now on this process's readers leave it out too (the frame check could not tell)
-        st = os.stat(path)
-        _footer_cache[str(path)] = ((st.st_size, st.st_mtime_ns), damage)
-    return damage, rows
-
-
-def _read_through(path, expected: pa.Schema | None) -> tuple[str | None, int | None]:
-    try:
-        f = pq.ParquetFile(str(path))
-        if expected is not None:
-            missing = [n for n in expected.names if n not in f.schema_arrow.names]
-            if missing:
-                return f"columns missing from the file: {', '.join(missing[:8])}", None
-        rows = 0
-        for k in range(f.num_row_groups):
-            rows += f.read_row_group(k).num_rows
-        if rows != f.metadata.num_rows:
-            return f"the footer says {f.metadata.num_rows} rows, the row groups hold {rows}", None
-        return None, rows
-    except (OSError, pa.ArrowException) as exc:
-        return f"the footer or a row group cannot be decoded ({_one_line(exc)})", None
-
-
 def describe(path: str | os.PathLike, table: str, reason: str, run_ids: list[str] = ()) -> DamagedFile:
     """A :class:`DamagedFile`, with the run and task read from a compacted file's name (``run_ids``: the runs
     under the root, for run ids that do not follow the pipeline's own pattern)."""
@@ -165,8 +85,6 @@ def month_file_runs(path: str | os.PathLike, task: str) -> tuple[str, ...]:
     the list in its footer when that still reads; otherwise the finished runs of that month with rows of ``task``
     whose own compacted file is gone and that no sound month file of the task names (a run is merged only once it
     has finished, and merging removes its own file)."""
-    from .read import list_runs, merged_runs
-
     path = Path(path)
     if footer_damage(path) is None:
         listed = merged_runs(path)
@@ -202,22 +120,18 @@ def split_readable(files: list[str], table: str, run_ids: list[str] = ()) -> tup
     return good, bad
 
 
-def _run_ids(root) -> list[str]:
-    from .read import list_runs
-
+def run_ids_of(root) -> list[str]:
     return [r["run_id"] for r in list_runs(root)]
 
 
 def damaged_files(root: str | os.PathLike) -> list[DamagedFile]:
     """Every catalog file under ``root`` whose footer cannot be read (verdicts, turns, current)."""
-    from .read import table_files
-
     out: list[DamagedFile] = []
     run_ids = None
     for table in CHECKED:
         new, old = table_files(root, table)
         if any(footer_damage(f) for f in new + old):
-            run_ids = _run_ids(root) if run_ids is None else run_ids
+            run_ids = run_ids_of(root) if run_ids is None else run_ids
             out += split_readable(new + old, table, run_ids)[1]
     return out
 
@@ -251,9 +165,6 @@ class DamagedRecord:
 def damaged_records(root: str | os.PathLike) -> list[DamagedRecord]:
     """Every run manifest (``_runs/<run_id>/manifest.json``) and ``current/_run_order.json`` under ``root`` that
     cannot be read as the JSON object it should be."""
-    from .current import RUN_ORDER_FILE
-    from .schema import MANIFEST_FILE, RUNS_DIR
-
     out = []
     runs = Path(root) / RUNS_DIR
     for d in sorted(runs.iterdir()) if runs.is_dir() else []:
@@ -274,85 +185,13 @@ def _json_object_damage(path: Path, keys: tuple[str, ...]) -> str | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        return _one_line(exc)
+        return one_line(exc)
     except ValueError as exc:
         return f"not JSON ({' '.join(str(exc).split())}; {path.stat().st_size} bytes)"
     if not isinstance(data, dict):
         return f"not a JSON object (a {type(data).__name__})"
     missing = [k for k in keys if k not in data]
     return f"no {', '.join(missing)} in it" if missing else None
-
-
-@dataclass
-class CheckReport:
-    """What ``spec-vet catalog check`` found: damaged files and row counts that disagree with the manifests."""
-
-    root: str
-    files_checked: int = 0
-    damaged: list[DamagedFile] = field(default_factory=list)
-    #: (run_id, task) -> (rows the manifest recorded, rows readable in verdicts/)
-    count_mismatches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
-    #: manifests and the run-order file that cannot be read
-    records: list[DamagedRecord] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.damaged and not self.count_mismatches and not self.records
-
-    def lines(self) -> list[str]:
-        out = [d.line() for d in self.damaged] + [r.line() for r in self.records]
-        for (run_id, task), (want, have) in sorted(self.count_mismatches.items()):
-            out.append(f"run {run_id} task {task}: the manifest records {want} verdict rows, {have} are readable "
-                       f"({want - have:+d} missing)" if want > have else
-                       f"run {run_id} task {task}: the manifest records {want} verdict rows, {have} are in "
-                       "verdicts/ (more than recorded)")
-        return out
-
-
-def check_root(root: str | os.PathLike) -> CheckReport:
-    """Read every catalog file through and compare the verdict rows per finished run and task with its manifest."""
-    from .read import count_by, list_runs, table_files
-    from .schema import file_schema
-
-    report = CheckReport(str(root), records=damaged_records(root))
-    run_ids = _run_ids(root)
-    for table in CHECKED:
-        new, old = table_files(root, table)
-        expected = PICTURES_SCHEMA if table == PICTURES_DIR else file_schema(table)
-        for f in new + old:
-            report.files_checked += 1
-            damage, _ = whole_file_damage(f, expected if f in new else None)
-            if damage:
-                report.damaged.append(describe(f, table, damage, run_ids))
-    readable = count_by(root, "verdicts", ["run_id", "task"])
-    for run in list_runs(root):
-        if run.get("status") != "finished":
-            continue  # an unfinished run's counts describe its done shards only when it ends
-        recorded = (run.get("counts") or {}).get("verdicts_by_task") or {}
-        for task, by_verdict in recorded.items():
-            want = sum(by_verdict.values())
-            have = readable.get((run["run_id"], task), 0)
-            if want != have:
-                report.count_mismatches[(run["run_id"], task)] = (want, have)
-    return report
-
-
-def rows_not_counted(root: str | os.PathLike, damaged: list[DamagedFile]) -> dict[tuple[str, str], int]:
-    """(run_id, task) -> verdict rows the manifests recorded that no readable file holds, for the (run, task) pairs
-    whose files are damaged."""
-    from .read import count_by, list_runs
-
-    wanted = {(run_id, d.task) for d in damaged if d.table == "verdicts" for run_id in d.runs}
-    if not wanted:
-        return {}
-    readable = count_by(root, "verdicts", ["run_id", "task"])
-    out = {}
-    for run in list_runs(root):
-        recorded = (run.get("counts") or {}).get("verdicts_by_task") or {}
-        for task, by_verdict in recorded.items():
-            if (run["run_id"], task) in wanted:
-                out[(run["run_id"], task)] = max(0, sum(by_verdict.values()) - readable.get((run["run_id"], task), 0))
-    return out
 
 
 #: where `spec-vet catalog check --repair` moves damaged files, and its record of what it did

@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 
 from ..errors import CatalogReadError, NotInCatalogError
-from .read import dataset, read_turns, read_verdicts
+from .read import dataset, read_turns, read_verdicts, readable_files
 from .schema import PICTURES_DIR
 
 
@@ -27,8 +27,6 @@ class PictureMismatchError(CatalogReadError):
 
 def picture_files(root) -> list[str]:
     """ROOT/pictures/'s files, without damaged ones (a picture missing from them is drawn again and hash-checked)."""
-    from .read import readable_files
-
     return readable_files(root, PICTURES_DIR)[0]
 
 

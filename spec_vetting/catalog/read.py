@@ -8,10 +8,7 @@ run as dicts (:class:`RunData`), :func:`read_run_table` gives evaluation one run
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,121 +17,22 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ..errors import CatalogReadError
-from .damage import footer_damage, split_readable
+from .damage import split_readable
+from .listing import is_visible, latest_run_id, list_runs, read_manifest, table_files, without_merged
 from .schema import (
     CURRENT_DIR,
-    LATEST_FILE,
-    MANIFEST_FILE,
     MONTH_FILE_PREFIX,
     PARTITION_SCHEMA,
-    PICTURES_DIR,
-    RUNS_DIR,
     file_schema,
 )
 
 # ---------------------------------------------------------------------------------------------------- tables and runs
 
 
-def _visible(p: Path) -> bool:
-    return not p.name.startswith(("_", "."))
-
-
-def table_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
-    """(compacted files, pre-2.0 hive-layout files) of ``table`` (verdicts, turns, current or pictures) under
-    ``root``; ``current`` and ``pictures`` have only the first."""
-    folder = Path(root) / table
-    if not folder.is_dir():
-        return [], []
-    if table == CURRENT_DIR:
-        return sorted(str(p) for p in folder.glob("*.parquet") if _visible(p)), []
-    new = sorted(str(p) for p in folder.glob("*/*.parquet") if _visible(p) and "=" not in p.parent.name)
-    old = sorted(str(p) for p in folder.glob("run_date=*/task=*/*.parquet") if _visible(p))
-    return (without_merged(new) if table != PICTURES_DIR else new), old
-
-
 def readable_files(root: str | os.PathLike, table: str) -> tuple[list[str], list[str]]:
     """:func:`table_files` without the files whose Parquet footer cannot be read (see :mod:`.damage`)."""
     new, old = table_files(root, table)
     return split_readable(new, table)[0], split_readable(old, table)[0]
-
-
-#: footer key of a month file: JSON list of the run ids whose rows it holds
-MERGED_RUNS_KEY = b"spec_vetting.merged_runs"
-
-
-#: path -> ((inode, size, mtime_ns), runs): a month file's footer is read once per version of the file
-_merged_cache: dict[str, tuple[tuple[int, int, int], frozenset[str] | None]] = {}
-
-
-def merged_runs(path) -> set[str] | None:
-    """The runs whose rows a month file holds, from its footer; None when the footer cannot be read (a damaged
-    file: :mod:`.damage` names it, the readers leave it out)."""
-    import pyarrow.parquet as pq
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-    hit = _merged_cache.get(str(path))
-    if hit is not None and hit[0] == stamp:
-        return None if hit[1] is None else set(hit[1])
-    runs: frozenset[str] | None = None
-    if footer_damage(path) is None:
-        try:
-            meta = pq.read_schema(path).metadata or {}
-            runs = frozenset(json.loads(meta.get(MERGED_RUNS_KEY, b"[]")))
-        except (OSError, ValueError, pa.ArrowException):
-            runs = None
-    _merged_cache[str(path)] = (stamp, runs)
-    return None if runs is None else set(runs)
-
-
-#: a date folder of runs' own files, ``<table>/<YYYY-MM-DD>/``
-DAY_FOLDER = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-#: a month file, ``<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``
-_MONTH_FILE = re.compile(rf"^{MONTH_FILE_PREFIX}(?P<task>.+)-\d+\.parquet$")
-
-
-def month_holds(folder: Path) -> set[tuple[str, str]]:
-    """(run_id, task) of the runs' rows that the month files in ``folder`` (a ``<table>/<YYYY-MM>/`` folder) hold:
-    a sound month file of the task lists the run in its footer."""
-    out: set[tuple[str, str]] = set()
-    for m in folder.glob(f"{MONTH_FILE_PREFIX}*.parquet") if folder.is_dir() else []:
-        name = _MONTH_FILE.match(m.name)
-        if name:
-            out |= {(run_id, name["task"]) for run_id in merged_runs(m) or ()}
-    return out
-
-
-def held_by_month(path: Path, holds: set[tuple[str, str]]) -> tuple[str, str] | None:
-    """The (run_id, task) of ``path`` (a run's own file ``part-<run_id>-<task>-<k>.parquet``) when ``holds`` (from
-    :func:`month_holds`) says a month file holds its rows, else None."""
-    for run_id, task in holds:
-        prefix = f"part-{run_id}-{task}-"
-        if path.name.startswith(prefix) and path.name[len(prefix):-len(".parquet")].isdigit():
-            return run_id, task
-    return None
-
-
-def without_merged(files: list[str]) -> list[str]:
-    """``files`` without the runs' own files whose rows a month file already holds.
-
-    The month merge (``pipeline/rollup.py``) switches a run's rows into its month's file by one rename of the new
-    month file, whose footer lists the run; from that instant the run's own file is a leftover, removed next (or by
-    recovery after a crash). Readers go by the footer, so every row is read once at every instant of the merge."""
-    holds: dict[Path, set[tuple[str, str]]] = {}
-    out = []
-    for f in files:
-        p = Path(f)
-        if DAY_FOLDER.match(p.parent.name) and p.name.startswith("part-"):
-            month = p.parent.parent / p.parent.name[:7]
-            if month not in holds:
-                holds[month] = month_holds(month)
-            if held_by_month(p, holds[month]):
-                continue
-        out.append(f)
-    return out
 
 
 def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: str | None = None, *,
@@ -153,7 +51,7 @@ def run_table_files(root: str | os.PathLike, table: str, run_id: str, run_date: 
     found = list((folder / run_date).glob(pattern) if run_date else folder.glob(f"*/{pattern}"))
     if months and run_date:
         found += (folder / str(run_date)[:7]).glob(f"{MONTH_FILE_PREFIX}*.parquet")
-    files = sorted(str(p) for p in found if _visible(p) and "=" not in p.parent.name)
+    files = sorted(str(p) for p in found if is_visible(p) and "=" not in p.parent.name)
     # a damaged file is named by the commands and left out, as elsewhere; a run's file a month file holds, too
     return split_readable(without_merged(files), table)[0]
 
@@ -265,57 +163,6 @@ def count_rows_by(data: ds.Dataset | None, keys: list[str], filter=None) -> dict
     return out
 
 
-def runs_dir(root: str | os.PathLike) -> Path:
-    return Path(root) / RUNS_DIR
-
-
-def read_manifest(root: str | os.PathLike, run_id: str) -> dict:
-    """The manifest of one run, as a dict (status, job, versions, counts, timings ...)."""
-    path = runs_dir(root) / run_id / MANIFEST_FILE
-    with open(path, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-def list_runs(root: str | os.PathLike) -> list[dict]:
-    """Every run recorded under ``root``, oldest first: dicts with run_id, run_date, status, started_at, counts."""
-    base = runs_dir(root)
-    if not base.is_dir():
-        return []
-    runs = []
-    for d in base.iterdir():
-        if not (d / MANIFEST_FILE).is_file():
-            continue
-        try:
-            m = read_manifest(root, d.name)
-        except (OSError, ValueError):
-            continue  # a manifest being replaced right now, or damaged: not a run we can describe
-        runs.append(
-            {
-                "run_id": m.get("run_id", d.name),
-                "run_date": m.get("run_date"),
-                "status": m.get("status"),
-                "started_at": m.get("started_at"),
-                "finished_at": m.get("finished_at"),
-                "counts": m.get("counts", {}),
-                "engine": (m.get("engine") or {}).get("engine"),
-                "model": (m.get("engine") or {}).get("model"),
-            }
-        )
-    runs.sort(key=lambda r: (r.get("started_at") or "", r["run_id"]))
-    return runs
-
-
-def latest_run_id(root: str | os.PathLike) -> str | None:
-    """The latest run under ``root`` (the ``_runs/LATEST`` pointer, else the last one started), or None."""
-    pointer = runs_dir(root) / LATEST_FILE
-    if pointer.is_file():
-        run_id = pointer.read_text(encoding="utf-8").strip()
-        if run_id and (runs_dir(root) / run_id).is_dir():
-            return run_id
-    runs = list_runs(root)
-    return runs[-1]["run_id"] if runs else None
-
-
 def latest_run_with_rows(root: str | os.PathLike) -> tuple[str | None, list[str]]:
     """(the latest run that has verdict rows, the later runs passed over because they have none), runs in start
     order with the ``_runs/LATEST`` run last. An incremental night that skipped every pair records a run without
@@ -335,99 +182,7 @@ def latest_run_with_rows(root: str | os.PathLike) -> tuple[str | None, list[str]
     return None, passed_over
 
 
-#: run statuses whose manifest counts are the run's rows in the catalog (the done shards the attempt compacted)
-_COUNTED_STATUSES = ("finished", "failed")
-
-
-def _manifest_counts(run: dict) -> dict[str, dict[str, int]] | None:
-    """{task: {verdict: n}} from a run's manifest when they are its rows in the catalog, else None."""
-    counts = run.get("counts") or {}
-    by_task = counts.get("verdicts_by_task")
-    if run.get("status") not in _COUNTED_STATUSES or not isinstance(by_task, dict):
-        return None
-    return {str(t): {str(v): int(n) for v, n in c.items()} for t, c in by_task.items()}
-
-
-def _unaccounted_files(root, counted: dict[str, str]) -> list[str]:
-    """Verdict files not of a run counted from its manifest (``counted``: run id -> run_date), by name only."""
-    by_date: dict[str, list[str]] = {}
-    for run_id, run_date in counted.items():
-        by_date.setdefault(str(run_date), []).append(f"part-{run_id}-")
-    new, old = table_files(root, "verdicts")
-    out = []
-    for f in new:
-        name = Path(f).name
-        if name.startswith(MONTH_FILE_PREFIX):
-            runs = merged_runs(f)
-            if runs is None or not runs <= set(counted):  # its footer names its runs: opened if one is not counted
-                out.append(f)
-        elif not name.startswith(tuple(by_date.get(Path(f).parent.name, ()))):
-            out.append(f)
-    return out + old
-
-
-def summarize_catalog(root: str | os.PathLike) -> dict:
-    """Runs, verdict counts by run, task and verdict, and errors by kind. A run the pipeline finished (or that
-    failed after compacting what it finished) is counted from its manifest, without opening its files; only the
-    rows of other runs (running, interrupted, older roots, or without a manifest) are counted from the files."""
-    from .damage import damaged_files, quarantined_runs, rows_not_counted
-
-    runs = list_runs(root)
-    damaged = damaged_files(root)
-    # a run with a damaged verdict file, or one set aside by `catalog check --repair`, is counted from what can be
-    # read, not from its manifest (a damaged file whose run cannot be told: every run so)
-    hit = ({r for d in damaged if d.table == "verdicts" for r in d.runs or (None,)}
-           | {r for r, _t in quarantined_runs(root)})
-    counts: dict[str, dict[str, dict[str, int]]] = {}
-    errors: dict[str, dict[str, int]] = {}
-    counted: dict[str, str] = {}
-    for r in runs:
-        by_task = _manifest_counts(r)
-        if by_task is not None and r.get("run_date") and r["run_id"] not in hit and None not in hit:
-            counts[r["run_id"]] = by_task
-            by_kind = (r.get("counts") or {}).get("errors_by_kind") or {}
-            errors[r["run_id"]] = {str(k): int(n) for k, n in by_kind.items()}
-            counted[r["run_id"]] = r["run_date"]
-    rest = split_readable(_unaccounted_files(root, counted), "verdicts")[0]
-    groups: dict[tuple, int] = {}
-    if rest:
-        new, old = table_files(root, "verdicts")
-        data = dataset(root, "verdicts") if set(rest) >= set(new) | set(old) else _files_dataset(root, rest)
-        groups = count_rows_by(data, ["run_id", "task", "verdict", "error_kind"])
-    for (run_id, task, verdict, error_kind), n in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-        if run_id in counted:  # a counted run's rows in a file named otherwise (a legacy copy): counted once
-            continue
-        by_task = counts.setdefault(run_id, {}).setdefault(task, {})
-        by_task[verdict] = by_task.get(verdict, 0) + n
-        if verdict == "ERROR":
-            e = errors.setdefault(run_id, {})
-            kind = error_kind or "error"
-            e[kind] = e.get(kind, 0) + n
-    n_rows = sum(n for by_task in counts.values() for c in by_task.values() for n in c.values())
-    known = {r["run_id"] for r in runs}
-    # rows of a run whose manifest is gone still count
-    runs += [{"run_id": rid, "status": "unknown"} for rid in sorted(counts) if rid not in known]
-    current = count_by(root, CURRENT_DIR, ["task", "verdict"])
-    missing = rows_not_counted(root, damaged)
-    return {
-        "damaged_files": [{"path": d.path, "table": d.table, "reason": d.reason, "run_id": d.run_id, "task": d.task,
-                           "runs": list(d.runs),
-                           "rows_not_counted": sum(missing.get((r, d.task), 0) for r in d.runs)
-                           if d.table == "verdicts" and d.runs else None}
-                          for d in damaged],
-        "root": str(root),
-        "latest_run_id": latest_run_id(root),
-        "runs": [
-            {**r, "verdicts": counts.get(r["run_id"], {}), "errors_by_kind": errors.get(r["run_id"], {})} for r in runs
-        ],
-        "n_rows": n_rows,
-        "current": {
-            t: {v: n for (tt, v), n in sorted(current.items()) if tt == t} for t in sorted({k[0] for k in current})
-        },
-    }
-
-
-def _files_dataset(root, files: list[str]) -> ds.Dataset:
+def files_dataset(root, files: list[str]) -> ds.Dataset:
     """Some of ``root``'s verdict files (compacted or hive) as one dataset with the full file schema."""
     root = Path(root)
     base = root / "verdicts"
@@ -444,27 +199,6 @@ def _files_dataset(root, files: list[str]) -> ds.Dataset:
 
 
 # ------------------------------------------------------------------------------------------------ one run as records
-
-
-@dataclass
-class RunData:
-    """One run of a catalog root as Python records: its verdict rows and, per (candidate, task), its turn rows."""
-
-    root: str
-    run_id: str
-    verdicts: list[dict[str, Any]]
-    #: (candidate_id, task) -> turn rows sorted by turn number (turn -1 = the full view)
-    turns: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
-
-    def initial_image(self, candidate_id: str, task: str) -> bytes | None:
-        """The full-spectrum picture the model saw first: the image of the turn -1 row."""
-        for row in self.turns.get((candidate_id, task), []):
-            if row.get("turn") == -1 and row.get("image_png"):
-                return row["image_png"]
-        return None
-
-    def assistant_turns(self, candidate_id: str, task: str) -> list[dict[str, Any]]:
-        return [r for r in self.turns.get((candidate_id, task), []) if (r.get("turn") or 0) >= 0]
 
 
 def resolve_run_id(root, run_id: str | None = None) -> str:
@@ -498,23 +232,6 @@ def read_run_table(root, run_id: str | None = None, columns: list[str] | None = 
     if columns is not None:
         columns = list(dict.fromkeys(["run_id", "candidate_id", "task", *columns]))
     return run_id, read_verdicts(root, run_id=run_id, columns=columns)
-
-
-def read_run(root, run_id: str | None = None, *, with_turns: bool = True, pictures: bool = True,
-             columns: list[str] | None = None) -> RunData:
-    """Verdicts (and turns) of ``run_id``, or of the latest run under ``root`` when None. With ``pictures`` the
-    turn rows' ``image_png`` is filled (stored bytes, else re-rendered from the picture reference). ``columns``:
-    only these verdict columns (plus run_id, candidate_id, task), for readers that need few (evaluation: memory)."""
-    run_id, verdicts = read_run_table(root, run_id, columns)
-    root = Path(root)
-    data = RunData(root=str(root), run_id=str(run_id), verdicts=records(verdicts))
-    if with_turns:
-        data.turns = _read_turns(root, str(run_id))
-        if pictures:
-            from .pictures import fill_pictures
-
-            fill_pictures(root, data.verdicts, data.turns)
-    return data
 
 
 def records(table: pa.Table) -> list[dict[str, Any]]:
@@ -554,7 +271,7 @@ def _latest(table: pa.Table) -> str:
     return max(zip(table.column("run_date").to_pylist(), table.column("run_id").to_pylist(), strict=True))[1]
 
 
-def _read_turns(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def read_turns_by_pair(root: Path, run_id: str) -> dict[tuple[str, str], list[dict[str, Any]]]:
     try:
         table = read_turns(root, run_id=run_id)
     except FileNotFoundError:

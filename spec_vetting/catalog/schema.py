@@ -65,6 +65,8 @@ TABLES = ("verdicts", "turns")
 #: PNG bytes by sha256 (only with store_pictures) and the current view
 PICTURES_DIR = "pictures"
 CURRENT_DIR = "current"
+#: beside the view: run id -> started_at of the runs folded in (a fold reads the manifests of new runs only)
+RUN_ORDER_FILE = "_run_order.json"
 #: a month's file of small nights' rows (``ROOT/<table>/<YYYY-MM>/part-month-<task>-<k>.parquet``)
 MONTH_FILE_PREFIX = "part-month-"
 #: a running run's shard files, under ROOT/_runs/<run_id>/

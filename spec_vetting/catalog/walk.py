@@ -16,7 +16,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from .duck import arrow_batches, spilling_connection, table_view
-from .read import RunData, _group_turns
+from .read import _group_turns
+from .run_data import RunData
 
 KEY = ("task", "candidate_id")
 

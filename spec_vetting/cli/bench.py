@@ -53,7 +53,7 @@ def specvi(folder, engine, endpoints, model, out_dir, pattern, workers, in_proce
     """
     from ..analysis.evaluate import evaluate, format_text, write_plots
     from ..catalog.labels import attach_labels
-    from ..catalog.read import read_run
+    from ..catalog.run_data import read_run
     from ..pipeline import job_from_dict, run_job
 
     output_folder(out_dir, "--out")

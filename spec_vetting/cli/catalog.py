@@ -40,7 +40,7 @@ def summary(root: str, as_json: bool) -> None:
       spec-vet catalog summary catalog/ --json
     """
     from ..analysis.evaluate import VERDICT_COLUMNS
-    from ..catalog.read import summarize_catalog
+    from ..catalog.check import summarize_catalog
     from .damage import warn_damaged
 
     _check_root(root)
@@ -78,7 +78,7 @@ def runs(root: str) -> None:
       spec-vet catalog runs catalog/
     """
     from ..catalog.damage import REPAIR_HINT, damaged_records
-    from ..catalog.read import latest_run_id, list_runs
+    from ..catalog.listing import latest_run_id, list_runs
 
     _check_root(root)
     latest = latest_run_id(root)
@@ -321,7 +321,7 @@ def _restore_from_current(root: str, short: dict) -> list[str]:
 def _checked(root: str, quiet: bool = False):
     """(check_root's report, the count mismatches a quarantine record does not explain), its lines printed unless
     ``quiet``."""
-    from ..catalog.damage import check_root
+    from ..catalog.check import check_root
     from ..pipeline.repair import quarantined_runs
 
     report = check_root(root)

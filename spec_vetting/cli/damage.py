@@ -7,7 +7,8 @@ import click
 
 def warn_damaged(root) -> list:
     """Name every damaged file under ``root`` on stderr (the reading goes on without them); returns them."""
-    from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files, damaged_records, rows_not_counted
+    from ..catalog.check import rows_not_counted
+    from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files, damaged_records
 
     for record in damaged_records(root):
         click.echo(f"warning: {record.line()}; {REPAIR_HINT.format(root=root)}", err=True)

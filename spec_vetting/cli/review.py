@@ -135,8 +135,8 @@ def import_decisions(root, decisions_file, run_id=None) -> dict:
     fixed; a rerun would fail the same way). An unknown run exits 1, as in every command.
     """
     from ..catalog.labels import normalise_label, read_label_file, reviewed_labels_path
-    from ..catalog.read import read_run
     from ..catalog.review_schema import label_from_decision
+    from ..catalog.run_data import read_run
 
     rows = read_decisions(decisions_file)
     runs_named = {r.get("run_id") for r in rows if r.get("run_id")}

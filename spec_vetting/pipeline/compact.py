@@ -35,7 +35,8 @@ import pyarrow.parquet as pq
 from ..catalog import crash_points
 from ..catalog.current import rebuild_current, update_current
 from ..catalog.healpix import healpix29_array
-from ..catalog.read import list_runs, parquet_dataset, read_manifest
+from ..catalog.listing import list_runs, read_manifest
+from ..catalog.read import parquet_dataset
 from ..catalog.schema import (
     PICTURES_DIR,
     PICTURES_SCHEMA,
@@ -426,7 +427,7 @@ def compact_root(root) -> dict:
     finished) is passed over on its manifest and one look for that folder, without listing or opening any of its
     files; current/ is only rebuilt when it is missing while the catalog has verdicts (an older root). Runs that
     are compacted already are left as they are; running it twice changes nothing."""
-    from ..catalog.read import table_files
+    from ..catalog.listing import table_files
     from .rollup import recover_root
 
     root = Path(root)

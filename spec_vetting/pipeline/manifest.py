@@ -4,7 +4,7 @@ with checksums, counts, timings) and the run log.
 The manifest is rewritten (atomically) while the run is in progress and frozen once it finishes:
 :func:`start_manifest` builds it when an attempt starts (a resumed run keeps its first start, its attempts and its
 inputs), :func:`finish_manifest` records the attempt's outcome. It is read back by
-:func:`spec_vetting.catalog.read.read_manifest`. The log only grows, with one START line per attempt and one SUCCESS
+:func:`spec_vetting.catalog.listing.read_manifest`. The log only grows, with one START line per attempt and one SUCCESS
 or FAILED line at its end, as batch operators expect.
 """
 

@@ -23,17 +23,17 @@ import os
 import shutil
 from pathlib import Path
 
+from ..catalog.check import check_root  # noqa: F401
 from ..catalog.current import rebuild_current
 from ..catalog.damage import (  # noqa: F401
     QUARANTINE_DIR,
     REPAIRS_FILE,
     DamagedFile,
     DamagedRecord,
-    check_root,
     damaged_records,
     quarantined_runs,
 )
-from ..catalog.read import read_manifest
+from ..catalog.listing import read_manifest
 from ..catalog.schema import PICTURES_DIR
 from .compact import compact_run, staged_parts
 from .manifest import utcnow

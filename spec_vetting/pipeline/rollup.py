@@ -13,7 +13,7 @@ One move, and why no instant of it loses or doubles a row (``notes/catalog.md``,
    written beside the old one under a hidden ``_tmp-`` name and fsynced; readers see the old month file and the
    run's own file, as before;
 2. one ``os.replace`` puts it in the old one's place (the switch). From that instant a sound month file of the task
-   lists the run, and readers leave the run's own file out (:func:`~spec_vetting.catalog.read.without_merged`);
+   lists the run, and readers leave the run's own file out (:func:`~spec_vetting.catalog.listing.without_merged`);
 3. the run's own file is removed, once the month file is seen to hold as many of the run's rows as it.
 
 :func:`recover_root` (before every run's first write, by ``catalog compact`` and by ``catalog check --repair``)
@@ -35,17 +35,9 @@ import pyarrow.parquet as pq
 
 from ..catalog import crash_points
 from ..catalog.current import hidden_name, write_row_groups
-from ..catalog.read import (
-    DAY_FOLDER,
-    MERGED_RUNS_KEY,
-    held_by_month,
-    merged_runs,
-    month_holds,
-    parquet_dataset,
-    read_manifest,
-    runs_dir,
-    scan_batches,
-)
+from ..catalog.footers import MERGED_RUNS_KEY, merged_runs
+from ..catalog.listing import DAY_FOLDER, held_by_month, month_holds, read_manifest, runs_dir
+from ..catalog.read import parquet_dataset, scan_batches
 from ..catalog.schema import MONTH_FILE_PREFIX, PICTURES_DIR, TABLES, file_schema, lengths_in, with_reader_metadata
 
 log = logging.getLogger(__name__)

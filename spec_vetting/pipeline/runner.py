@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..catalog import crash_points
-from ..catalog.read import read_manifest, runs_dir
+from ..catalog.listing import read_manifest, runs_dir
 from ..engines import engine_class
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size

@@ -40,7 +40,6 @@ import pyarrow as pa
 
 from ..analysis.confidence import DEFAULT_REVIEW_THRESHOLD, reason_lists, review_flags, review_table
 from ..analysis.evaluate import ABSTAIN_NOTE
-from ..catalog.read import RunData
 from ..catalog.review_schema import (
     DECISIONS,
     REVIEW_CSV_COLUMNS,
@@ -49,6 +48,7 @@ from ..catalog.review_schema import (
     VI_SPECTYPES,
     VI_STANDARD_COMMENTS,
 )
+from ..catalog.run_data import RunData
 from ..catalog.schema import GAIA_FIELDS
 from ..catalog.walk import walk_data
 from ..errors import SpecVettingError
