@@ -6,6 +6,9 @@ when the label is YES, never a false positive (a screener that abstained has not
 there is no true positive among a task's positive labels; a task with no positive label has no F1 (recall and F1
 of YES are undefined there: reported as n/a, ``None`` in JSON) and is left out of macro-F1, and the output says so.
 Precision is 0.0 when nothing was called YES. Rows without a label are left out and counted.
+
+Why one file of about 500 lines: the metrics, the published reward's reading of the same rows and the tables
+and plots that report them must agree number for number; they are tested together.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ Gzip: survey downloads are often gzip bytes under a ``.fits`` name (LAMOST obsid
 bytes, never the name, decompress in memory (files are small) and hand the bytes to astropy, the reference path.
 fitsio is the fast path for plain files (see ``benchmarks/bench_read.py``); ``SPEC_VETTING_FITS_BACKEND`` =
 ``astropy`` | ``fitsio`` | ``auto`` (default: fitsio for plain files when installed, astropy otherwise).
+
+Why one file of about 500 lines: the structural check, the gzip sniffing and both back ends answer one
+question (can this file be opened, and how), and the readers depend on their agreeing.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ follow its first reply (:mod:`.warm_prefix`). The engine and its loop live for t
 (:class:`EngineHost`).
 Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure that concerns the whole
 shard (the engine cannot start, the disk is full) fails the shard, which the run reports and a rerun retries.
+
+Why one file of about 500 lines: a shard's reads, inspections, ordering and writes run in one event loop and
+share its cancellation and timeouts; split, the bounds on each would be harder to see together.
 """
 
 from __future__ import annotations

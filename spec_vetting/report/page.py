@@ -20,6 +20,9 @@ table of :mod:`spec_vetting.lines` and the agent's zoom windows drawn on it. The
 embedded by default (``images="auto"``): each turn's window is a button that shows it on the plot, and the PNGs go
 in only for candidates whose spectrum file no longer reads; ``images="all"`` embeds every picture as before,
 ``images="none"`` none.
+
+Why one file of about 500 lines: the page is assembled from one run's rows in one pass (verdicts, turns,
+pictures, evidence, the review queue); its parts are functions here, its script and styles files of their own.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ Generation runs in one worker thread so the event loop keeps serving other inspe
 within a few milliseconds of each other with the same sampling are generated together in one left-padded batch.
 
 Checked with transformers 5.24 and torch 2.13 (pyproject pins transformers >=5.0,<6).
+
+Why one file of about 500 lines: loading, generation with its log-probability recorder and the reading of
+P(YES) share the model's tokenizer state; apart, each would need the others' internals.
 """
 
 from __future__ import annotations

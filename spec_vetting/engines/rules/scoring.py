@@ -6,6 +6,10 @@ negative one to NO (the calibration in ``tasks.py`` maps 0 to p_yes = 0.5); ``de
 verdict only when the significant terms support it (:meth:`TaskScore.settle`). The justification is built from
 the significant terms pulling the verdict's way (:func:`justification`), each cited with its error, so it can only
 say what the numbers say.
+
+Why one file of about 650 lines: the five tasks' scores are read and tuned side by side (a confuser of one
+task is the positive of another), and they share the term machinery above; one task per module would scatter the
+thresholds that must be compared with each other.
 """
 
 from __future__ import annotations
