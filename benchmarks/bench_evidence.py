@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from cluster_meter import metered  # benchmarks/ (the script's folder)
 
 #: the sky patch (deg): about 400 square degrees, so partitions are several and densities are survey-like
 RA_RANGE, DEC_RANGE = (150.0, 170.0), (0.0, 20.0)
@@ -69,20 +68,6 @@ def candidates(cat_rows: int, n: int, seed: int = 1) -> pd.DataFrame:
                          "dec": np.concatenate([dec, miss_dec]), "jyear": jyear})
 
 
-def _proc_stats(pids: list[int]) -> dict[int, tuple[float, int]]:
-    import psutil
-
-    out = {}
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            t = p.cpu_times()
-            out[pid] = (t.user + t.system, p.memory_info().rss)
-        except psutil.Error:
-            continue
-    return out
-
-
 def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
     from distributed import Client, LocalCluster
 
@@ -94,31 +79,10 @@ def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
         # imports and numba's first compilation are the workers' start-up, not the match: one tiny match first
         client.run(lambda: __import__("lsdb"))
         match(open_catalog(EvidenceSource(name="gaia", catalog=str(cat))), cands.iloc[:100])
-        pids = [os.getpid(), *client.run(os.getpid).values()]
-        peak = dict.fromkeys(pids, 0)
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                for pid, (_, rss) in _proc_stats(pids).items():
-                    peak[pid] = max(peak[pid], rss)
-                time.sleep(0.05)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        cpu0 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
-        sampler.start()
-        t0 = time.perf_counter()
-        opened = open_catalog(EvidenceSource(name="gaia", catalog=str(cat)))
-        found = match(opened, cands)
-        wall = time.perf_counter() - t0
-        stop.set()
-        sampler.join()
-        cpu1 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
-    cpu = {pid: cpu1.get(pid, 0.0) - cpu0.get(pid, 0.0) for pid in pids}
-    return {"matched": int(len(found.frame)), "beyond_margin_cones": found.beyond_margin, "wall_s": round(wall, 2),
-            "cpu_s_client": round(cpu[pids[0]], 2), "cpu_s_workers": round(sum(cpu[p] for p in pids[1:]), 2),
-            "peak_rss_mb_client": round(peak[pids[0]] / 2**20), "peak_rss_mb_worker_max":
-                round(max(peak[p] for p in pids[1:]) / 2**20)}
+        with metered(client) as cost:
+            opened = open_catalog(EvidenceSource(name="gaia", catalog=str(cat)))
+            found = match(opened, cands)
+    return {"matched": int(len(found.frame)), "beyond_margin_cones": found.beyond_margin, **cost}
 
 
 def _astropy_match(catalog: pd.DataFrame, cands: pd.DataFrame) -> dict[int, int]:

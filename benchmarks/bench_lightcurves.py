@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from cluster_meter import metered  # benchmarks/ (the script's folder)
 
 #: the sky patch (deg): 4 square degrees, so that tens of thousands of rows reach ZTF-like densities
 RA_RANGE, DEC_RANGE = (150.0, 152.0), (10.0, 12.0)
@@ -89,20 +88,6 @@ def candidates(objects: int, n: int, seed: int = 1) -> pd.DataFrame:
                          "dec": np.concatenate([dec[pick], rng.uniform(*DEC_RANGE, n - n_hit)])})
 
 
-def _proc_stats(pids: list[int]) -> dict[int, tuple[float, int]]:
-    import psutil
-
-    out = {}
-    for pid in pids:
-        try:
-            p = psutil.Process(pid)
-            t = p.cpu_times()
-            out[pid] = (t.user + t.system, p.memory_info().rss)
-        except psutil.Error:
-            continue
-    return out
-
-
 def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
     from distributed import Client, LocalCluster
 
@@ -114,35 +99,14 @@ def measure(cat: Path, cands: pd.DataFrame, workers: int) -> dict:
             Client(cluster) as client:
         client.run(lambda: __import__("lsdb"))
         match_light_curves(open_light_curves(source), cands.iloc[:50])  # imports, first compilation
-        pids = [os.getpid(), *client.run(os.getpid).values()]
-        peak = dict.fromkeys(pids, 0)
-        stop = threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                for pid, (_, rss) in _proc_stats(pids).items():
-                    peak[pid] = max(peak[pid], rss)
-                time.sleep(0.05)
-
-        sampler = threading.Thread(target=sample, daemon=True)
-        cpu0 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
-        sampler.start()
-        t0 = time.perf_counter()
-        # as a run does it: the workers write the good epochs beside the cache, the client gets the summaries
-        points = cat.parent / f"points-{cat.name}-{len(cands)}"
-        shutil.rmtree(points, ignore_errors=True)
-        found = match_light_curves(open_light_curves(source), cands.assign(cid=cands["key"].astype(str)),
-                                   points_dir=points, run_id="bench")
-        wall = time.perf_counter() - t0
-        stop.set()
-        sampler.join()
-        cpu1 = {pid: c for pid, (c, _) in _proc_stats(pids).items()}
-    cpu = {pid: cpu1.get(pid, 0.0) - cpu0.get(pid, 0.0) for pid in pids}
+        with metered(client) as cost:
+            # as a run does it: the workers write the good epochs beside the cache, the client gets the summaries
+            points = cat.parent / f"points-{cat.name}-{len(cands)}"
+            shutil.rmtree(points, ignore_errors=True)
+            found = match_light_curves(open_light_curves(source), cands.assign(cid=cands["key"].astype(str)),
+                                       points_dir=points, run_id="bench")
     summarised = sum(1 for v in found.values() if v["record"].get("ztf_r_median_mag") is not None)
-    return {"matched": len(found), "r_band_summaries": summarised, "wall_s": round(wall, 2),
-            "cpu_s_client": round(cpu[pids[0]], 2), "cpu_s_workers": round(sum(cpu[p] for p in pids[1:]), 2),
-            "peak_rss_mb_client": round(peak[pids[0]] / 2**20),
-            "peak_rss_mb_worker_max": round(max(peak[p] for p in pids[1:]) / 2**20)}
+    return {"matched": len(found), "r_band_summaries": summarised, **cost}
 
 
 def main() -> None:
