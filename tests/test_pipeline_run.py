@@ -507,3 +507,40 @@ def test_a_full_disk_never_leaves_the_manifest_running(tmp_path, fake_candidates
     assert m["status"] == "failed"
     n = m["counts"]["shards"]
     assert f"{n} of {n} shard(s) wrote their verdicts" in out.failures[0] and "No space left" in out.failures[0]
+
+
+def test_a_full_disk_in_every_shard_says_so_once(tmp_path, fake_candidates, monkeypatch, caplog):
+    """Every shard fails alike (issue 34, item 7): one stderr line for the cause, every shard in run.log, and no
+    "Compute Failed" traceback excerpt from Dask per shard (the run reports its shards itself)."""
+    import errno
+    import logging
+
+    from spec_vetting.pipeline import shard as shard_module
+
+    def full(*a, **k):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(shard_module, "_write_shard", full)
+    said: list[str] = []
+    caplog.set_level(logging.ERROR, logger="distributed.worker")
+    out = runner.run_job(_job(tmp_path), progress=False, echo=said.append)
+    assert out.status == "failed" and len(out.failures) >= 2  # several shards, all failed the same way
+    assert [s for s in said if s.startswith("shard failed:")] == [f"shard failed: {out.failures[0]}"]
+    assert not [r for r in caplog.records if "Compute Failed" in r.getMessage()]
+    log_text = RunStore(tmp_path / "cat", out.run_id, out.run_date).log_path.read_text()
+    assert log_text.count("shard failed:") == len(out.failures)
+
+
+def test_dask_failures_of_other_tasks_are_still_logged():
+    import logging
+
+    from spec_vetting.pipeline.cluster import ShardFailuresReportedOnce
+
+    def record(key):  # distributed.worker's own call: logger.error("Compute Failed\nKey: %s\n...", key, ...)
+        return logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1,
+                                 "Compute Failed\nKey:       %s\nState:     %s\n", (key, "executing"), None)
+
+    keep = ShardFailuresReportedOnce().filter
+    assert not keep(record("shard-20261206T055332Z-22d762-s00001-3014b3be0d"))
+    assert keep(record("finalize-hlgfinalizecompute-0a1b"))
+    assert keep(logging.LogRecord("distributed.worker", logging.ERROR, __file__, 1, "other %s", ("shard-x",), None))

@@ -110,6 +110,30 @@ class LogLevelPlugin(WorkerPlugin):
             logging.getLogger(PACKAGE_LOGGER).setLevel(self._previous)
 
 
+class ShardFailuresReportedOnce(logging.Filter):
+    """Drops distributed's "Compute Failed" record (key, task, exception and a traceback excerpt) for a spec-vetting
+    shard: the run reports each failed shard itself, with its cause, in run.log and on stderr; a full disk would
+    otherwise print a traceback per shard. Other tasks' failures are left as Dask logs them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("Compute Failed"):
+            return True
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and str(args[0]).startswith("shard-"))
+
+
+class QuietShardFailuresPlugin(WorkerPlugin):
+    """Puts :class:`ShardFailuresReportedOnce` on the ``distributed.worker`` logger of every worker, present and
+    future (a worker thread of this process included: its records reach this process's handlers)."""
+
+    name = "spec-vetting-quiet-shard-failures"
+
+    def setup(self, worker) -> None:
+        logger = logging.getLogger("distributed.worker")
+        if not any(isinstance(f, ShardFailuresReportedOnce) for f in logger.filters):
+            logger.addFilter(ShardFailuresReportedOnce())
+
+
 def forward_worker_logs(client, level: int | None = None) -> int | None:
     """Forward the workers' ``spec_vetting`` records at ``level`` (default: this process's effective level).
 
@@ -162,6 +186,7 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
     if cfg.remote:
         client = _connect(cfg)
         try:
+            client.register_plugin(QuietShardFailuresPlugin(), name=QuietShardFailuresPlugin.name)
             forward_worker_logs(client)
             n = len(client.nthreads()) or 1
             log.info("Dask scheduler %s: %d workers", client.scheduler.address, n)
@@ -183,6 +208,7 @@ def dask_client(cfg: ClusterConfig, n_shards: int, engine_cap: int | None = None
     try:
         client = Client(cluster)
         try:
+            client.register_plugin(QuietShardFailuresPlugin(), name=QuietShardFailuresPlugin.name)
             if cfg.processes:  # threads share this process's loggers: nothing to forward
                 forward_worker_logs(client)
             log.info("Dask LocalCluster: %d worker %s x %d threads, dashboard %s", n,

@@ -276,12 +276,15 @@ def follow_shards(client, futures, no_worker_timeout_s: float, *, on_done, echo,
     from distributed import as_completed
 
     failures: list[str] = []
+    causes: set[str] = set()
 
     def fail(key: str, why: str) -> None:
         msg = f"{key}: {why}"
         failures.append(msg)
         runlog.write("ERROR", f"shard failed: {msg}")
-        echo(f"shard failed: {msg}")
+        if why not in causes:  # one line per cause on stderr (a full disk fails every shard alike); run.log has all
+            causes.add(why)
+            echo(f"shard failed: {msg}")
 
     waiting = {f.key: f for f in futures}
     finished = as_completed(futures)
