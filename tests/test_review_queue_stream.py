@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from test_eval_support import verdict_row, write_catalog
 
-from spec_vetting import review_queue as rq
+from spec_vetting.analysis import review_queue as rq
 from spec_vetting.analysis.confidence import REVIEW_REASONS, reason_lists, review_flags, review_queue, review_table
 from spec_vetting.catalog.sorted_stream import sorted_batches
 from spec_vetting.cli import main

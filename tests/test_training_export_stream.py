@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from test_eval_support import png, turn_rows, verdict_row, write_catalog
 
-from spec_vetting import export as export_module
+from spec_vetting.analysis import training_data as export_module
 from spec_vetting.cli import main
 from spec_vetting.inspect.tasks import get_task
 from spec_vetting.spectrum import Spectrum, SpectrumMeta
