@@ -6,6 +6,7 @@ Imports are lazy: torch is imported only when the ``local`` engine is asked for,
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from ..engine_interface import Engine
@@ -20,7 +21,8 @@ ENGINES: dict[str, str] = {
     "scripted": "spec_vetting.engines.scripted:ScriptedEngine",
 }
 
-__all__ = ["ENGINES", "create_engine", "default_engine", "engine_class", "engine_in_flight_slots", "engine_options"]
+__all__ = ["ENGINES", "EngineChoice", "create_engine", "default_engine", "engine_class", "engine_in_flight_slots",
+           "engine_options"]
 
 
 def default_engine(has_endpoints: bool) -> str:
@@ -52,24 +54,52 @@ def engine_class(name: str) -> type[Engine]:
     return getattr(module, attr)
 
 
+@dataclass(frozen=True)
+class EngineChoice:
+    """An engine resolved once by name: its class, and from it the options, the in-flight cap and the instances a
+    run needs (the pipeline passes this value down instead of resolving the name again at each step)."""
+
+    name: str
+    cls: type[Engine]
+
+    @classmethod
+    def named(cls, name: str) -> EngineChoice:
+        """:class:`ConfigError` when ``name`` is unknown or not installed (see :func:`engine_class`)."""
+        return cls(name, engine_class(name))
+
+    def options(self, settings: EngineSettings) -> dict[str, Any]:
+        """Constructor options from job or command-line settings (the engine decides which)."""
+        from_settings = getattr(self.cls, "options_from_settings", None)  # a custom factory may be a plain callable
+        return from_settings(settings) if from_settings else dict(settings.options)
+
+    def in_flight_slots(self, options: dict[str, Any]) -> int | None:
+        """Requests the engine built with ``options`` can have in flight at once; None when it sets no cap."""
+        slots = getattr(self.cls, "in_flight_slots", None)
+        return slots(options) if slots else None
+
+    @property
+    def drives_model(self) -> bool:
+        """Whether the engine is the model (prompts as trained matter), not a stand-in such as the rules engine."""
+        return getattr(self.cls, "drives_model", True)
+
+    def create(self, **options: Any) -> Engine:
+        try:
+            return self.cls(**options)
+        except TypeError as exc:
+            raise ConfigError(f"engine {self.name!r}: bad options {sorted(options)} ({exc})") from exc
+
+
 def engine_options(name: str, settings: EngineSettings) -> dict[str, Any]:
     """Constructor options of engine ``name`` from job or command-line settings (the engine decides which)."""
-    cls = engine_class(name)
-    from_settings = getattr(cls, "options_from_settings", None)  # a custom factory may be a plain callable
-    return from_settings(settings) if from_settings else dict(settings.options)
+    return EngineChoice.named(name).options(settings)
 
 
 def engine_in_flight_slots(name: str, options: dict[str, Any]) -> int | None:
     """Requests engine ``name`` built with ``options`` can have in flight at once; None when it sets no cap."""
-    slots = getattr(engine_class(name), "in_flight_slots", None)
-    return slots(options) if slots else None
+    return EngineChoice.named(name).in_flight_slots(options)
 
 
 def create_engine(name: str, **options: Any) -> Engine:
     """An engine by name (or ``package.module:Class``) with its options, e.g. ``create_engine("openai",
     endpoints=[...])``."""
-    cls = engine_class(name)
-    try:
-        return cls(**options)
-    except TypeError as exc:
-        raise ConfigError(f"engine {name!r}: bad options {sorted(options)} ({exc})") from exc
+    return EngineChoice.named(name).create(**options)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..engines import ENGINES, default_engine, engine_in_flight_slots, engine_options
+from ..engines import ENGINES, EngineChoice, default_engine
 from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError
 from ..evidence.sources import EvidenceSource, check_unique
@@ -283,10 +283,7 @@ class JobConfig(_Strict):
 
         E.g. ``--engine rules`` with a GPU job file: ``engine.endpoints`` and ``sampling.logprobs``.
         """
-        from ..engines import engine_class
-
-        name = self.engine.resolved_name
-        cls = engine_class(name)
+        cls = EngineChoice.named(self.engine.resolved_name).cls
         ignored_fn = getattr(cls, "ignored_settings", None)
         ignored = ignored_fn(self.engine.settings(self.max_inflight_per_endpoint)) if ignored_fn else []
         out: list[str] = []
@@ -325,7 +322,7 @@ class JobConfig(_Strict):
         return seen
 
 
-def auto_shard_size(job: JobConfig, n_pairs: int) -> int:
+def auto_shard_size(job: JobConfig, n_pairs: int, engine: EngineChoice | None = None) -> int:
     """The shard size when the job leaves it open. Depends only on the job and the plan (never on the number of
     workers), so a resumed run cuts the same shards. Runs get about 32 shards (4 to 100 pairs each) to spread over
     the workers; an HTTP run's shards hold at least the cluster's whole in-flight cap, so one shard can fill every
@@ -336,8 +333,8 @@ def auto_shard_size(job: JobConfig, n_pairs: int) -> int:
         return job.shard_size
     size = min(100, max(4, -(-n_pairs // 32)))
     # an engine with an in-flight cap (HTTP) gets shards that can fill every slot of a worker
-    name = job.engine.resolved_name
-    slots = engine_in_flight_slots(name, engine_options(name, job.engine.settings(job.max_inflight_per_endpoint)))
+    engine = engine or EngineChoice.named(job.engine.resolved_name)
+    slots = engine.in_flight_slots(engine.options(job.engine.settings(job.max_inflight_per_endpoint)))
     return max(size, slots) if slots else size
 
 

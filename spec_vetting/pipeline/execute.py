@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
-from ..engines import engine_in_flight_slots
+from ..engines import EngineChoice
 from .compact import compact_and_update
 from .evidence import attach_evidence, attach_given
 from .manifest import RunStatus, utcnow
@@ -190,18 +190,18 @@ def run_evidence(store: RunStore, opened, pending, echo, runlog, manifest: dict 
         write_json_atomic(store.manifest_path, manifest)
 
 
-def execute_shards(job, store: RunStore, identity, pending, total_items, done_items, progress, echo, runlog,
-             opened=(), manifest: dict | None = None) -> list[str]:
+def execute_shards(job, engine: EngineChoice, store: RunStore, identity, pending, total_items, done_items, progress,
+                   echo, runlog, opened=(), manifest: dict | None = None) -> list[str]:
     """Cross-match the pending shards' candidates with the evidence catalogs (``opened``) on the run's cluster,
     then submit the shards and follow them; returns failure messages (empty = all done)."""
     if not pending:
         return []
     from .cluster import dask_client
 
-    name = job.engine.resolved_name
+    name = engine.name
     cap = job.max_inflight_per_endpoint
-    options = job_engine_options(job, cap)
-    slots = engine_in_flight_slots(name, options)
+    options = job_engine_options(job, engine, cap)
+    slots = engine.in_flight_slots(options)
     capped = slots is not None
     with dask_client(job.cluster, len(pending), cap if capped else None) as (client, n_workers, note):
         if note:

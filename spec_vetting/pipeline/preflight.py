@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..catalog.schema import RUNS_DIR
-from ..engines import create_engine, engine_options
+from ..engines import EngineChoice
 from ..errors import ConfigError, EngineError, RunNotStartedError, SpecVettingError
 from ..types import EngineIdentity
 from .config import JobConfig
@@ -21,9 +21,9 @@ from .shard import task_for
 log = logging.getLogger(__name__)
 
 
-def job_engine_options(job: JobConfig, inflight_per_engine: int) -> dict[str, Any]:
+def job_engine_options(job: JobConfig, engine: EngineChoice, inflight_per_engine: int) -> dict[str, Any]:
     """The job's engine options, with the per-engine in-flight cap this cluster size gives."""
-    return engine_options(job.engine.resolved_name, job.engine.settings(inflight_per_engine))
+    return engine.options(job.engine.settings(inflight_per_engine))
 
 
 def first_pictures(items, rerender: bool) -> dict[str, int]:
@@ -62,12 +62,13 @@ def builtin_prompt_warning(engine_name: str, sources: dict[str, int]) -> str | N
     )
 
 
-def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
+def probe_identity(choice: EngineChoice, options: dict[str, Any]) -> EngineIdentity:
     """Engine and model identity before any shard runs (also checks that the engine can start at all).
 
     An engine whose start is costly (weights) is not started here: that would load them in this process too.
     """
-    engine = create_engine(name, **options)
+    name = choice.name
+    engine = choice.create(**options)
     if getattr(engine, "costly_start", False):
         try:
             return engine.identity()
@@ -96,11 +97,12 @@ def probe_identity(name: str, options: dict[str, Any]) -> EngineIdentity:
         raise RunNotStartedError(f"the {name} engine did not start: {exc}; check the endpoints") from exc
 
 
-def identity_before_start(job: JobConfig, name: str) -> EngineIdentity:
+def identity_before_start(job: JobConfig, engine: EngineChoice) -> EngineIdentity:
     """:func:`probe_identity` of the job's engine; any failure but a ConfigError is a RunNotStartedError."""
+    name = engine.name
     try:
         # per-engine in-flight cap, fixed by the cluster size; known before the identity probe uses it
-        return probe_identity(name, job_engine_options(job, job.max_inflight_per_endpoint))
+        return probe_identity(engine, job_engine_options(job, engine, job.max_inflight_per_endpoint))
     except (ConfigError, RunNotStartedError):
         raise
     except SpecVettingError as exc:

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..catalog import crash_points
 from ..catalog.listing import read_manifest, runs_dir
-from ..engines import engine_class
+from ..engines import EngineChoice
 from ..errors import ConfigError, SpecVettingError
 from .config import JobConfig, auto_shard_size
 from .evidence import open_sources
@@ -169,17 +169,18 @@ def run_job(
     opened = open_sources(job.evidence)
     # the engine's start-up probes (health, model, template, sampling), each bounded by the request deadline, before
     # the root is touched or locked: a refused or failed start leaves no folder and does not hold the next night up
-    identity = identity_before_start(job, job.engine.resolved_name)
+    engine = EngineChoice.named(job.engine.resolved_name)  # resolved once; what follows is handed this value
+    identity = identity_before_start(job, engine)
     check_fidelity(job, identity, echo)
     lock = claim_root(root)
     try:
         _recover(root, echo)
-        run = _start(job, root, plan, len(candidates), identity, fresh, echo)
+        run = _start(job, engine, root, plan, len(candidates), identity, fresh, echo)
         if isinstance(run, RunOutcome):
             return run
         failures = run.attempt.run_shards(
-            lambda: execute_shards(job, run.store, identity, run.pending, len(run.items), run.n_done_items, progress,
-                                   echo, run.runlog, opened, run.manifest))
+            lambda: execute_shards(job, engine, run.store, identity, run.pending, len(run.items), run.n_done_items,
+                                   progress, echo, run.runlog, opened, run.manifest))
         return _finish(job, run, failures, wall0)
     finally:
         lock.release()
@@ -212,10 +213,11 @@ class _Started:
     skipped_incremental: int
 
 
-def _settings(job: JobConfig, plan: Plan, identity, shard_size: int, rversion: str, task_cache: dict) -> dict:
+def _settings(job: JobConfig, engine: EngineChoice, plan: Plan, identity, shard_size: int, rversion: str,
+              task_cache: dict) -> dict:
     """Every setting that changes results, for the plan's digest (runs without evidence keep the digest they had)."""
     settings = {
-        "engine": job.engine.resolved_name,
+        "engine": engine.name,
         "identity": [identity.engine, identity.engine_version, identity.model],
         "sampling": job.sampling.model_dump(mode="json"),
         "budgets": job.budgets.model_dump(mode="json"),
@@ -232,17 +234,16 @@ def _settings(job: JobConfig, plan: Plan, identity, shard_size: int, rversion: s
     return settings
 
 
-def _start(job: JobConfig, root: Path, plan: Plan, n_candidates: int, identity, fresh: bool, echo
-           ) -> _Started | RunOutcome:
+def _start(job: JobConfig, engine: EngineChoice, root: Path, plan: Plan, n_candidates: int, identity, fresh: bool,
+           echo) -> _Started | RunOutcome:
     """Choose the run (new or resumed), skip what is done, write the manifest and say what starts; a RunOutcome
     when this command already ran to the end with these inputs."""
     from ..inspect.tasks import get_task
 
-    name = job.engine.resolved_name
     rversion = renderer_version()
     task_cache: dict = {}
-    shard_size = auto_shard_size(job, len(plan.items))
-    digest = plan_digest(plan.items, _settings(job, plan, identity, shard_size, rversion, task_cache))
+    shard_size = auto_shard_size(job, len(plan.items), engine)
+    digest = plan_digest(plan.items, _settings(job, engine, plan, identity, shard_size, rversion, task_cache))
     run_id, run_date, previous = choose_run(root, job, digest, fresh)
     same = None if (fresh or job.run_id or previous) else finished_run_with(root, digest)
     if same is not None:  # idempotent: this command already ran to the end with these inputs
@@ -264,8 +265,7 @@ def _start(job: JobConfig, root: Path, plan: Plan, n_candidates: int, identity, 
     pending = [s for s in shards if s.shard_id not in done]
     n_done_items = sum(len(s.items) for s in shards if s.shard_id in done)
     sources = prompt_sources(plan.items, job.tasks_file, task_cache)
-    drives_model = getattr(engine_class(name), "drives_model", True)
-    warning = builtin_prompt_warning(name, sources) if drives_model else None
+    warning = builtin_prompt_warning(engine.name, sources) if engine.drives_model else None
     if warning:
         echo(warning)
         log.warning(warning)
