@@ -35,21 +35,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ..evidence.gaia_columns import (
-    GAIA_ABS_G,
-    GAIA_ABS_G_ERROR,
-    GAIA_BP_RP,
-    GAIA_G_MAG,
-    GAIA_N_WITHIN,
-    GAIA_PARALLAX,
-    GAIA_PARALLAX_ERROR,
-    GAIA_PMDEC,
-    GAIA_PMRA,
-    GAIA_REASON,
-    GAIA_RUWE,
-    GAIA_SEP_ARCSEC,
-    GAIA_SOURCE_ID,
-)
+from ..evidence import gaia_columns as gaia
 
 #: bump the minor number for added columns, the major one for renamed/removed/retyped columns
 SCHEMA_VERSION = "2.3"
@@ -93,24 +79,25 @@ def _schema(table: str, fields: list[pa.Field], description: str) -> pa.Schema:
 
 #: the Gaia evidence columns (``spec-vet run --evidence gaia=CATALOG``), null when the run had no Gaia evidence
 GAIA_FIELDS = [
-    _f(GAIA_SOURCE_ID, pa.int64(), "Gaia DR3 source_id of the nearest source within the radius at the spectrum's "
+    _f(gaia.GAIA_SOURCE_ID, pa.int64(), "Gaia DR3 source_id of the nearest source within the radius at the spectrum's "
        "epoch"),
-    _f(GAIA_PARALLAX, pa.float64(), "Gaia parallax", unit="mas"),
-    _f(GAIA_PARALLAX_ERROR, pa.float64(), "Gaia parallax standard error", unit="mas"),
-    _f(GAIA_PMRA, pa.float64(), "Gaia proper motion in right ascension, times cos(dec)", unit="mas/yr"),
-    _f(GAIA_PMDEC, pa.float64(), "Gaia proper motion in declination", unit="mas/yr"),
-    _f(GAIA_G_MAG, pa.float64(), "Gaia G mean magnitude (Vega)", unit="mag"),
-    _f(GAIA_BP_RP, pa.float64(), "Gaia BP - RP colour", unit="mag"),
-    _f(GAIA_RUWE, pa.float64(), "Gaia renormalised unit weight error (above 1.4: a doubtful astrometric solution)"),
-    _f(GAIA_SEP_ARCSEC, pa.float64(), "Separation from the candidate after moving the source to the spectrum's "
+    _f(gaia.GAIA_PARALLAX, pa.float64(), "Gaia parallax", unit="mas"),
+    _f(gaia.GAIA_PARALLAX_ERROR, pa.float64(), "Gaia parallax standard error", unit="mas"),
+    _f(gaia.GAIA_PMRA, pa.float64(), "Gaia proper motion in right ascension, times cos(dec)", unit="mas/yr"),
+    _f(gaia.GAIA_PMDEC, pa.float64(), "Gaia proper motion in declination", unit="mas/yr"),
+    _f(gaia.GAIA_G_MAG, pa.float64(), "Gaia G mean magnitude (Vega)", unit="mag"),
+    _f(gaia.GAIA_BP_RP, pa.float64(), "Gaia BP - RP colour", unit="mag"),
+    _f(gaia.GAIA_RUWE, pa.float64(),
+       "Gaia renormalised unit weight error (above 1.4: a doubtful astrometric solution)"),
+    _f(gaia.GAIA_SEP_ARCSEC, pa.float64(), "Separation from the candidate after moving the source to the spectrum's "
        "epoch with its proper motion", unit="arcsec"),
-    _f(GAIA_N_WITHIN, pa.int32(), "Gaia sources within the match radius at the spectrum's epoch (the nearest "
+    _f(gaia.GAIA_N_WITHIN, pa.int32(), "Gaia sources within the match radius at the spectrum's epoch (the nearest "
        "is the one given); 0 when none; null when no match was tried"),
-    _f(GAIA_ABS_G, pa.float64(), "Absolute G magnitude M_G = G + 5 log10(parallax / 100 mas), no extinction "
+    _f(gaia.GAIA_ABS_G, pa.float64(), "Absolute G magnitude M_G = G + 5 log10(parallax / 100 mas), no extinction "
        "correction; null unless parallax / parallax_error >= 5 and ruwe <= 1.4 (gaia_reason says why)", unit="mag"),
-    _f(GAIA_ABS_G_ERROR, pa.float64(), "Error of gaia_abs_g from the parallax: (5 / ln 10) parallax_error / "
+    _f(gaia.GAIA_ABS_G_ERROR, pa.float64(), "Error of gaia_abs_g from the parallax: (5 / ln 10) parallax_error / "
        "parallax", unit="mag"),
-    _f(GAIA_REASON, pa.string(), "Why Gaia values are null: no ra/dec, no source within the radius, the "
+    _f(gaia.GAIA_REASON, pa.string(), "Why Gaia values are null: no ra/dec, no source within the radius, the "
        "parallax not significant or not positive (no M_G); null when everything is given"),
 ]
 

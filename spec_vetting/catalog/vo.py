@@ -17,21 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from ..evidence.gaia_columns import (
-    GAIA_ABS_G,
-    GAIA_ABS_G_ERROR,
-    GAIA_BP_RP,
-    GAIA_G_MAG,
-    GAIA_N_WITHIN,
-    GAIA_PARALLAX,
-    GAIA_PARALLAX_ERROR,
-    GAIA_PMDEC,
-    GAIA_PMRA,
-    GAIA_REASON,
-    GAIA_RUWE,
-    GAIA_SEP_ARCSEC,
-    GAIA_SOURCE_ID,
-)
+from ..evidence import gaia_columns as gaia
 
 #: UCD1+ of the exported columns that have one (the others are free text or bookkeeping)
 UCDS = {
@@ -72,19 +58,19 @@ UCDS = {
     "run_date": "time.epoch;meta.dataset",
     # Gaia evidence (spec-vet run --evidence gaia=...): the words the Gaia archive gives its own columns where
     # UCD1+ has them (G has no em.opt.G word: em.opt, as the archive writes it)
-    GAIA_SOURCE_ID: "meta.id.cross",
-    GAIA_PARALLAX: "pos.parallax",
-    GAIA_PARALLAX_ERROR: "stat.error;pos.parallax",
-    GAIA_PMRA: "pos.pm;pos.eq.ra",
-    GAIA_PMDEC: "pos.pm;pos.eq.dec",
-    GAIA_G_MAG: "phot.mag;em.opt",
-    GAIA_BP_RP: "phot.color;em.opt.B;em.opt.R",
-    GAIA_RUWE: "stat.fit.goodness",
-    GAIA_SEP_ARCSEC: "pos.angDistance",
-    GAIA_N_WITHIN: "meta.number",
-    GAIA_ABS_G: "phys.magAbs;em.opt",
-    GAIA_ABS_G_ERROR: "stat.error;phys.magAbs;em.opt",
-    GAIA_REASON: "meta.note",
+    gaia.GAIA_SOURCE_ID: "meta.id.cross",
+    gaia.GAIA_PARALLAX: "pos.parallax",
+    gaia.GAIA_PARALLAX_ERROR: "stat.error;pos.parallax",
+    gaia.GAIA_PMRA: "pos.pm;pos.eq.ra",
+    gaia.GAIA_PMDEC: "pos.pm;pos.eq.dec",
+    gaia.GAIA_G_MAG: "phot.mag;em.opt",
+    gaia.GAIA_BP_RP: "phot.color;em.opt.B;em.opt.R",
+    gaia.GAIA_RUWE: "stat.fit.goodness",
+    gaia.GAIA_SEP_ARCSEC: "pos.angDistance",
+    gaia.GAIA_N_WITHIN: "meta.number",
+    gaia.GAIA_ABS_G: "phys.magAbs;em.opt",
+    gaia.GAIA_ABS_G_ERROR: "stat.error;phys.magAbs;em.opt",
+    gaia.GAIA_REASON: "meta.note",
 }
 
 #: VOUnit spellings of the schema's units that VOUnit deprecates
