@@ -10,6 +10,13 @@ def _rebuild(cls, args: tuple, kwargs: dict, state: dict):
     return error
 
 
+def one_line(exc: BaseException) -> str:
+    """``exc`` as one line for a log or a message: its type, then its text with every run of white space made one
+    space (a multi-line message from a library stays one line); the type alone when it says nothing."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class SpecVettingError(Exception):
     """Base class of every error this package raises on purpose.
 

@@ -51,3 +51,11 @@ def test_error_pickles_with_message_kind_and_fields(error):
 def test_engine_error_keeps_its_own_kind_across_pickling():
     back = pickle.loads(pickle.dumps(errors.EngineError("x", kind="timeout")))
     assert back.kind == "timeout" and errors.EngineError("y").kind == "engine_error"
+
+
+def test_one_line_joins_a_multi_line_message_and_names_a_silent_exception_by_its_type():
+    from spec_vetting.errors import one_line
+
+    assert one_line(OSError("disk full\n  while writing\tpart-3")) == "OSError: disk full while writing part-3"
+    assert one_line(KeyboardInterrupt()) == "KeyboardInterrupt"
+    assert one_line(ValueError("   ")) == "ValueError"

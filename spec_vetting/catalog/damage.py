@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .footers import footer_damage, merged_runs, one_line
+from ..errors import one_line
+from .footers import footer_damage, merged_runs
 from .listing import list_runs, table_files
 from .schema import CURRENT_DIR, MANIFEST_FILE, MONTH_FILE_PREFIX, PICTURES_DIR, RUN_ORDER_FILE, RUNS_DIR, TABLES
 

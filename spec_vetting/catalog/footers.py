@@ -10,17 +10,14 @@ import os
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import one_line
+
 # (size, mtime_ns) -> damage (None: sound), per path: a footer is read once per file version
 _footer_cache: dict[str, tuple[tuple[int, int], str | None]] = {}
 #: path -> ((inode, size, mtime_ns), runs): a month file's footer is read once per version of the file
 _merged_cache: dict[str, tuple[tuple[int, int, int], frozenset[str] | None]] = {}
 
 _MAGIC = b"PAR1"
-
-
-def one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
 
 
 def footer_damage(path: str | os.PathLike) -> str | None:

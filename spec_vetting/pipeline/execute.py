@@ -14,6 +14,7 @@ from typing import Any
 
 from ..catalog.damage import REPAIR_HINT, damage_report, damaged_files
 from ..engines import EngineChoice
+from ..errors import one_line
 from .compact import compact_and_update
 from .evidence import attach_evidence, attach_given
 from .manifest import RunStatus, utcnow
@@ -58,10 +59,6 @@ def progress_bar(total: int, initial: int, enabled: bool | None):
 
     disable = (not sys.stderr.isatty()) if enabled is None else not enabled
     return tqdm(total=total, initial=initial, unit="insp", desc="inspections", disable=disable, dynamic_ncols=True)
-
-
-def one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}".rstrip(": ")
 
 
 def warn_damaged(root: Path, echo, runlog) -> None:

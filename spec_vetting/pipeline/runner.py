@@ -22,10 +22,10 @@ from typing import Any, Literal
 from ..catalog import crash_points
 from ..catalog.listing import read_manifest, runs_dir
 from ..engines import EngineChoice
-from ..errors import ConfigError, SpecVettingError
+from ..errors import ConfigError, SpecVettingError, one_line
 from .config import JobConfig, auto_shard_size
 from .evidence import open_sources
-from .execute import Attempt, execute_shards, one_line, summarize, warn_damaged, write_end
+from .execute import Attempt, execute_shards, summarize, warn_damaged, write_end
 from .incremental import skip_vetted
 from .manifest import RunLog, finish_manifest, plan_counts, start_manifest
 from .plan import Plan, build_plan, make_shards, plan_digest
