@@ -119,14 +119,15 @@ FWHM_DRAWS_TEST = 128
 #: noise is under a fifth of the variance in the line's window (``_injected`` >= 0.9) and the line is measured in
 #: most draws; benchmarks/fwhm_errors.py prints every star, line and level, claimed or not. Not claimed: the F5
 #: star's 8 Å lines at S/N 5 (the width is biased up to 12-21 Å by the extra smoothing and its spread is
-#: heavy-tailed: error / scatter 1.0-1.4 from one seed to the next)
+#: heavy-tailed: error / scatter 1.0-1.4 from one seed to the next); the A1IV star's Hβ at S/N 3 (1.1 on average,
+#: up to 1.26 with some seeds)
 FWHM_CLAIMS = (
     ("sdss/spec-4455-55539-0692_wdtools_sample_spectrum.fits",
      {10.0: ("fwhm_hb",), 5.0: ("fwhm_hb", "fwhm_hg", "fwhm_hd"), 3.0: ("fwhm_hb", "fwhm_hg", "fwhm_hd")}),
     ("lamost/spec-57287-KP193637N444141V03_sp10-161.fits.gz",
      {10.0: ("fwhm_hb", "fwhm_hg", "fwhm_hd")}),
     ("lamost/sbc_27904160.fits", {10.0: ("fwhm_hb", "fwhm_hg"), 5.0: ("fwhm_hb", "fwhm_hg")}),
-    ("lamost/spec-55862-B6212_sp06-044.fits", {3.0: ("fwhm_hb", "fwhm_hg")}),
+    ("lamost/spec-55862-B6212_sp06-044.fits", {3.0: ("fwhm_hg",)}),
 )
 _WINDOWS = {"fwhm_hb": (4862.7, 120.0), "fwhm_hg": (4341.7, 110.0), "fwhm_hd": (4102.9, 70.0)}
 
