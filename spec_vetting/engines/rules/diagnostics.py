@@ -14,8 +14,8 @@ Conventions
 * Errors are 1-sigma from the inverse variance. Window means, EWs, band depths, line ratios and continuum slopes
   propagate the pixels' variances analytically (the pseudo-continuum's error included); line widths (FWHM) have
   no closed form, so their error is the scatter of the width over :data:`FWHM_DRAWS` redraws of the profile with
-  Gaussian noise of the pixels' own sigma (a parametric bootstrap, seeded by the line so a spectrum always gives
-  the same number).
+  Gaussian noise of the pixels' own sigma and the pseudo-continuum redrawn within its error, each read exactly as
+  the data are (a parametric bootstrap, seeded by the line so a spectrum always gives the same number).
 * A measurement that cannot be made says why, and which kind of why: the window has no usable pixels (masked,
   outside the coverage, too few) or it has pixels but no significant signal to measure (a width of a line that
   is not there). :meth:`Measurement.fmt` words the two differently.
