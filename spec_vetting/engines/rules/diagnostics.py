@@ -14,8 +14,8 @@ Conventions
 * Errors are 1-sigma from the inverse variance. Window means, EWs, band depths, line ratios and continuum slopes
   propagate the pixels' variances analytically (the pseudo-continuum's error included); line widths (FWHM) have
   no closed form, so their error is the scatter of the width over :data:`FWHM_DRAWS` redraws of the profile with
-  Gaussian noise of the pixels' own sigma (a parametric bootstrap, seeded by the line so a spectrum always gives
-  the same number).
+  Gaussian noise of the pixels' own sigma and the pseudo-continuum redrawn within its error, each read exactly as
+  the data are (a parametric bootstrap, seeded by the line so a spectrum always gives the same number).
 * A measurement that cannot be made says why, and which kind of why: the window has no usable pixels (masked,
   outside the coverage, too few) or it has pixels but no significant signal to measure (a width of a line that
   is not there). :meth:`Measurement.fmt` words the two differently.
@@ -378,6 +378,42 @@ def _half_max_width(wl: np.ndarray, ys: np.ndarray, k: int) -> tuple[float, bool
     return float(x_right - x_left), not (left.size and right.size)
 
 
+@dataclass(frozen=True)
+class _WidthRule:
+    """How :func:`line_fwhm` reads a width from a profile, so that the data and each redraw are read alike."""
+
+    wl: np.ndarray
+    core: np.ndarray  # indices of the pixels where the peak is searched
+    n: int  # boxcar of ``smooth_a`` Å, in pixels
+    n_max: int  # the widest boxcar the adaptive smoothing may reach
+    noise: float  # 1-sigma noise of one unsmoothed pixel (median over the window)
+    min_peak_snr: float
+
+    def widths(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(width, lower limit?, detected?) of each row of ``rows`` (profiles with the line as a positive peak).
+
+        Each row is smoothed over ``n`` pixels; a peak below ``min_peak_snr`` sigma is not detected; a detected
+        peak below :data:`FWHM_PEAK_SNR` sigma is smoothed further, as much as its own height asks."""
+        r = np.arange(rows.shape[0])
+        first = _smooth(rows, self.n)
+        k = self.core[np.argmax(first[:, self.core], axis=1)]
+        peak = first[r, k]
+        noise = self.noise / np.sqrt(self.n)
+        detected = peak >= self.min_peak_snr * noise
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = np.ceil(self.n * (FWHM_PEAK_SNR * noise / np.where(detected, peak, np.inf)) ** 2)
+        n = np.where(want > self.n, np.minimum(want, max(self.n, self.n_max)), self.n).astype(int)
+        width = np.full(rows.shape[0], np.nan)
+        limit = np.zeros(rows.shape[0], bool)
+        for m in np.unique(n[detected]):
+            rows_m = r[detected & (n == m)]
+            ys = first[rows_m] if m == self.n else _smooth(rows[rows_m], int(m))
+            km = self.core[np.argmax(ys[:, self.core], axis=1)]
+            for i, row, kk in zip(rows_m, ys, km, strict=True):
+                width[i], limit[i] = _half_max_width(self.wl, row, int(kk))
+        return width, limit, detected
+
+
 def line_fwhm(
     rs: RestSpectrum,
     center: float,
@@ -393,57 +429,65 @@ def line_fwhm(
 
     The profile ``F/C - 1`` within ``center ± half`` is boxcar-smoothed over ``smooth_a`` Å; the half-maximum
     crossings are interpolated linearly. Not significant (``no_signal``) when the extremum is below
-    ``min_peak_snr`` sigma. A line wider than the window gives a lower limit (unit ``"Å (lower limit)"``)
-    measured to the window's edge.
+    ``min_peak_snr`` sigma. A noisy profile (peak below :data:`FWHM_PEAK_SNR` sigma) is smoothed further, up to a
+    tenth of the window. A line wider than the window gives a lower limit (unit ``"Å (lower limit)"``) measured
+    to the window's edge.
 
-    Error: the RMS difference between this width and the widths of :data:`FWHM_DRAWS` copies of the profile,
-    each with Gaussian noise of the pixels' sigma (from ivar) added and measured the same way (peak searched again
-    in the core): their scatter, plus the narrowing that noise brings to a half-maximum width. When
-    fewer than half the copies still show the line at ``min_peak_snr`` the width is a guess, and its error is at
-    least half the width.
+    Error: the standard deviation of the widths of :data:`FWHM_DRAWS` copies of the profile, each with Gaussian
+    noise of the pixels' sigma (from ivar) added and its pseudo-continuum levels redrawn within their errors, each
+    read exactly as the data are (peak searched again, detection and the extra smoothing decided again): the
+    scatter that noise gives this estimator. When fewer than half the copies still show the line at
+    ``min_peak_snr`` the width is a guess, and its error is at least half the width.
     """
     windows = ((center - half, center + half), *conts)
     try:
         wl, y, ey = _normalised_profile(rs, center, half, conts)
         pix = float(np.median(np.diff(wl)))
-        n = max(1, int(round(smooth_a / pix)))
         sign = 1.0 if emission else -1.0  # an absorption trough is measured as a peak of the inverted profile
-        ys = sign * _smooth(y, n)
-        noise = float(np.median(ey)) / np.sqrt(n)
-        core = np.abs(wl - center) <= max(4.0, 0.15 * half)
-        if not core.any():
+        core = np.flatnonzero(np.abs(wl - center) <= max(4.0, 0.15 * half))
+        if not core.size:
             raise NotMeasurable(f"not a single good pixel near {center:.0f} Å")
-        core_idx = np.flatnonzero(core)
-        k = int(core_idx[np.argmax(ys[core])])
-        peak = ys[k]
-        if peak < min_peak_snr * noise:
+        rule = _WidthRule(wl, core, max(1, int(round(smooth_a / pix))), int(0.2 * half / pix),
+                          float(np.median(ey)), min_peak_snr)
+        width, limit, detected = rule.widths(sign * y[None, :])
+        if not detected[0]:
             kind = "emission" if emission else "absorption"
+            noise = rule.noise / np.sqrt(rule.n)
+            peak = float(np.max(sign * _smooth(y, rule.n)[core]))
             raise NoSignal(f"without significant {kind} at {center:.0f} Å (peak {peak:.2f}, noise {noise:.2f})")
-        # noisy profile: smooth more (up to a tenth of the window) so that noise spikes do not cut the half
-        # maximum short; a wide boxcar broadens a line less than noise narrows it
-        want = int(np.ceil(n * (FWHM_PEAK_SNR * noise / peak) ** 2))
-        if want > n:
-            n = min(want, max(n, int(0.2 * half / pix)))
-            ys = sign * _smooth(y, n)
-            noise = float(np.median(ey)) / np.sqrt(n)
-            k = int(core_idx[np.argmax(ys[core])])
-            peak = ys[k]
-        fwhm, lower_limit = _half_max_width(wl, ys, k)
+        fwhm, lower_limit = float(width[0]), bool(limit[0])
         rng = np.random.default_rng([int(round(center * 10)), int(round(half)), wl.size])
-        draws = sign * _smooth(y + ey * rng.standard_normal((FWHM_DRAWS, y.size)), n)
-        widths = []
-        for row in draws:
-            kd = int(core_idx[np.argmax(row[core])])
-            if row[kd] >= min_peak_snr * noise:
-                widths.append(_half_max_width(wl, row, kd)[0])
-        # the RMS distance of the redrawn widths from the measured one: their scatter and, since noise narrows a
-        # half-maximum width, the bias that as much noise again adds (an estimate of the bias noise gave)
-        error = float(np.sqrt(np.mean((np.asarray(widths) - fwhm) ** 2))) if len(widths) > 2 else fwhm
-        if len(widths) < FWHM_DRAWS / 2:
+        draws = sign * (_redrawn_continuum(rs, wl, y, conts, rng, FWHM_DRAWS)
+                        + ey * rng.standard_normal((FWHM_DRAWS, y.size)))
+        widths = rule.widths(draws)[0]
+        widths = widths[np.isfinite(widths)]
+        error = float(np.std(widths, ddof=1)) if widths.size > 2 else fwhm
+        if widths.size < FWHM_DRAWS / 2:
             error = max(error, 0.5 * fwhm)
     except NotMeasurable as exc:
         return _unmeasured(name, exc, "Å", windows)
     return Measurement(name, fwhm, error, "Å (lower limit)" if lower_limit else "Å", windows=windows)
+
+
+def _redrawn_continuum(
+    rs: RestSpectrum, wl: np.ndarray, y: np.ndarray, conts: tuple[tuple[float, float], ...],
+    rng: np.random.Generator, draws: int,
+) -> np.ndarray:
+    """``draws`` copies of the normalised profile ``y = F/C - 1`` divided instead by a pseudo-continuum whose window
+    means are redrawn within their errors: the continuum's own noise, which moves the half maximum."""
+    stats = [_window_stats(rs, lo, hi) for lo, hi in conts]
+    (c1, e1, _), (c2, e2, _) = stats[0], stats[-1]
+    if len(stats) == 1:
+        c = np.full(wl.shape, c1)
+        new = c + e1 * rng.standard_normal((draws, 1))
+    else:
+        x1, x2 = 0.5 * sum(conts[0]), 0.5 * sum(conts[-1])
+        t = (wl - x1) / (x2 - x1)
+        c = c1 + t * (c2 - c1)
+        d1 = e1 * rng.standard_normal((draws, 1))
+        d2 = e2 * rng.standard_normal((draws, 1))
+        new = c + d1 * (1.0 - t) + d2 * t
+    return (y + 1.0) * c / new - 1.0
 
 
 def double_peak_separation(

@@ -32,7 +32,7 @@ from .features import ZoomWindow
 from .tasks import CALIBRATION_SEEDS, RULES_TASKS, rules_task
 
 #: bump when diagnostics, scores, calibration or the texts change what the engine answers
-RULES_VERSION = "1.3"
+RULES_VERSION = "1.4"
 
 #: at most this many zooms before answering (the trained budget is 8 assistant turns; keep room to answer)
 MAX_ZOOMS = 4
