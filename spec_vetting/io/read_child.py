@@ -1,5 +1,5 @@
 """The reader process: ``python -m spec_vetting.io.read_child [CAP_MB]`` runs the calls its parent sends it, one at a
-time, under a cap on its address space, until its standard input ends.
+time, until its standard input ends; a call may grow the process's address space by at most CAP_MB.
 
 Why a process: a read stuck in the kernel (a stale network mount, a file whose opener waits on a lease) cannot be
 interrupted in a thread, and a back end chewing on a pathological file cannot be stopped in one either; a process
@@ -76,6 +76,18 @@ def _die_with_parent(parent: int) -> None:
         os._exit(0)
 
 
+def _address_space() -> int:
+    """Bytes of address space this process maps now (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _reply(out: BinaryIO, request: bytes) -> bool:
     """Run one request and answer it; False when this process should end (its cap was hit)."""
     try:
@@ -109,7 +121,9 @@ def main(argv: list[str]) -> int:
         __import__(name)
     cap_mb = int(argv[0]) if argv else 0
     if cap_mb > 0:
-        cap = cap_mb * 1024 * 1024
+        # over what is mapped now: libraries reserve address space they never touch (pyarrow's allocator, when a
+        # site module imports it, reserves more than a gigabyte), so an absolute bound would fail every read
+        cap = _address_space() + cap_mb * 1024 * 1024
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     send(out, ("ready", os.getpid()))
     stdin = sys.stdin.buffer

@@ -39,9 +39,10 @@ log = logging.getLogger(__name__)
 
 #: reader processes per worker process: one read stuck on a file still leaves one for the others
 DEFAULT_READ_PROCESSES = 2
-#: address space a reader process may use (MB); it is the bound on the reader's resident memory too, so a worker and
-#: its readers stay near a gigabyte each whatever a file asks for
-DEFAULT_READ_MEMORY_MB = 1024
+#: address space (MB) a read may add to its reader process (``RLIMIT_AS`` over the reader's footprint after start-up,
+#: about 150 MB mapped, 60 MB resident): it bounds the reader's resident memory too, so each reader stays under a
+#: gigabyte whatever a file asks for
+DEFAULT_READ_MEMORY_MB = 768
 #: seconds a reader process may take to start (imports) before its read fails
 START_TIMEOUT_S = 60.0
 
@@ -122,7 +123,11 @@ class ReaderChild:
         return pickle.loads(_read_exactly(fd, n, deadline))
 
     def exit_text(self) -> str:
-        code = self.proc.poll()
+        """How the child ended, once its pipe did (the exit status follows the pipe's end closely, not at once)."""
+        try:
+            code = self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
         if code is None:
             return "it stopped answering"
         if code < 0:
@@ -173,7 +178,8 @@ class _Job:
 
 
 class ReaderPool:
-    """Up to ``processes`` reader processes for this process's reads, each capped at ``memory_mb`` of address space.
+    """Up to ``processes`` reader processes for this process's reads, each read capped at ``memory_mb`` MB of address
+    space over its reader's start-up footprint.
 
     :meth:`submit` returns a :class:`concurrent.futures.Future` (``asyncio.wrap_future`` awaits it on any loop):
     its result is ``fn(*args)`` run in a child, or the exception the call raised there, or a
