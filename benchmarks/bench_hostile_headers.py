@@ -44,7 +44,7 @@ def _role(pid: str) -> str | None:
     cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
     if b"read_child" in cmd:
         return "reader"
-    if b"multiprocessing" in cmd:
+    if b"spawn_main" in cmd:  # a Dask worker process (multiprocessing's resource tracker is not one)
         return "worker"
     if b"spec_vetting" in cmd:
         return "run"
