@@ -198,3 +198,37 @@ def test_a_worker_killed_with_sigkill_leaves_no_reader_behind(fifo):
         worker.wait()
     # one child idle (its stdin ends), one blocked in the kernel (the parent-death signal kills it)
     assert wait_until(lambda: all(gone(p) for p in pids)), [p for p in pids if not gone(p)]
+
+
+def test_a_shard_reads_files_in_readers_and_the_rest_in_process(monkeypatch):
+    import asyncio
+    import dataclasses
+
+    from spec_vetting.io import read_pool
+    from spec_vetting.io.candidate import InlineSpectrum
+    from spec_vetting.pipeline.shard import ShardSpec, read_candidate
+    from spec_vetting.types import Sampling
+
+    path = REPO / "tests" / "data" / "real" / "spec-55862-B6212_sp06-006.fits"
+    in_file = Candidate(candidate_id="f", path=str(path))
+    inline = Candidate(candidate_id="i", inline=InlineSpectrum(wavelength=np.linspace(4000.0, 5000.0, 50),
+                                                               flux=np.ones(50)))
+    spec = ShardSpec(root="unused", run_id="r", run_date="2026-01-01", shard_id="s", items=[], engine_name="rules",
+                     engine_options={}, sampling=Sampling(), read_processes=1, read_memory_mb=512)
+    try:
+        got = asyncio.run(read_candidate(in_file, spec))
+        pool = read_pool.process_pool(1, 512)
+        [reader] = pool.child_pids()
+        np.testing.assert_array_equal(got.flux, read_spectrum(path).flux)
+        assert asyncio.run(read_candidate(inline, spec)).flux.tolist() == [1.0] * 50  # converted here
+        assert len(pool.start_times) == 1 and pool.child_pids() == [reader]  # the reader kept, nothing else started
+
+        def no_pool(*a, **k):
+            raise AssertionError("read_processes 0 must read in the worker")
+
+        monkeypatch.setattr("spec_vetting.pipeline.shard.process_pool", no_pool)
+        in_worker = asyncio.run(read_candidate(in_file, dataclasses.replace(spec, read_processes=0)))
+        np.testing.assert_array_equal(in_worker.flux, got.flux)
+    finally:
+        read_pool.close_process_pools()
+    assert gone(reader)
