@@ -232,3 +232,15 @@ def test_a_shard_reads_files_in_readers_and_the_rest_in_process(monkeypatch):
     finally:
         read_pool.close_process_pools()
     assert gone(reader)
+
+
+def test_a_reader_that_cannot_start_is_an_error_naming_why(monkeypatch):
+    # an interpreter that cannot find its standard library dies before it runs a line
+    monkeypatch.setattr("spec_vetting.io.read_pool._child_env", lambda: {"PYTHONHOME": "/nonexistent"})
+    pool = ReaderPool(processes=1)
+    try:
+        with pytest.raises(SpectrumReadError, match=r"a\.fits: not read: the reader process did not start: it ended "
+                                                    r"at start-up \(exit status 1"):
+            pool.submit(os.getpid, (), key="a.fits", timeout_s=30).result(timeout=60)
+    finally:
+        pool.close()

@@ -96,12 +96,16 @@ class ReaderChild:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_child_env(), bufsize=0)
         try:
             kind, _ = self._receive(time.monotonic() + START_TIMEOUT_S)
-        except (_Died, _TimedOut):
+        except _TimedOut:
             self.kill()
-            raise
+            raise _TimedOut(f"no sign of life within {START_TIMEOUT_S:g} s") from None
+        except _Died:
+            how = self.exit_text()
+            self.kill()
+            raise _Died(f"it ended at start-up ({how}; its error is in the worker's log)") from None
         if kind != "ready":
             self.kill()
-            raise _Died
+            raise _Died(f"it said {kind!r} instead of 'ready'")
         self.pid = self.proc.pid
         self.start_s = time.monotonic() - t0
 
@@ -286,7 +290,7 @@ class ReaderPool:
                 child = ReaderChild(self.memory_mb)
             except (_Died, _TimedOut, OSError) as exc:
                 job.future.set_exception(SpectrumReadError(
-                    job.key, f"not read: the reader process did not start ({type(exc).__name__} {exc})".rstrip(),
+                    job.key, f"not read: the reader process did not start: {exc}",
                     hint="check that `python -m spec_vetting.io.read_child` runs on this worker"))
                 return None
             with self._cond:
