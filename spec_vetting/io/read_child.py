@@ -119,6 +119,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us through stdin
     for name in WARM_IMPORTS:
         __import__(name)
+    from .fits_open import _fitsio_available
+
+    _fitsio_available()  # imports the fast back end where it is installed
     cap_mb = int(argv[0]) if argv else 0
     if cap_mb > 0:
         # over what is mapped now: libraries reserve address space they never touch (pyarrow's allocator, when a
