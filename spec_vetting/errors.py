@@ -60,6 +60,12 @@ class ReadTimeoutError(SpectrumReadError):
     kind = "read_timeout"
 
 
+class ReadMemoryError(SpectrumReadError):
+    """Reading the spectrum needed more memory than a reader process may use (a damaged or hostile file)."""
+
+    kind = "read_memory"
+
+
 class CandidateRowError(SpectrumReadError):
     """A row of a candidate list that cannot be vetted as given (an empty id, an id with a control character, a
     pair listed again): its ERROR row names the cause and the rest of the list runs."""

@@ -12,6 +12,7 @@ from spec_vetting import errors
 CASES = [
     errors.SpectrumReadError("/data/a.fits", "no HDU 1", target=39627866878511337, hint="check the file"),
     errors.ReadTimeoutError("/mnt/stale/a.fits", "no answer after 120 s", hint="check the mount"),
+    errors.ReadMemoryError("/data/bomb.fits.gz", "needed more than 1024 MB", hint="raise budgets.read_memory_mb"),
     errors.UnsupportedFormatError("/data/mrs.fits", "LAMOST MRS is not supported"),
     errors.CandidateRowError("list.csv (csv row 3)", "its candidate_id cell is empty"),
     errors.TargetNotFoundError("/data/coadd.fits", "TARGETID 7 is not in the file", target=7),

@@ -19,6 +19,7 @@ import click
 from ..engines.http import DEFAULT_TIMEOUT_S
 from ..errors import ConfigError, SpecVettingError
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
+from ..io.read_pool import DEFAULT_READ_MEMORY_MB, DEFAULT_READ_PROCESSES
 from ..pipeline.config import DEFAULT_READ_TIMEOUT_S
 from ..protocol import MAX_ASSISTANT_TURNS, RESPONSE_TOKENS
 from .complete import complete_task
@@ -74,6 +75,11 @@ JOB_OPTIONS = [
                 help=f"Seconds per inspection ({DEFAULT_TIME_BUDGET_S:g})."),
     _job_option("budgets.read_timeout_s", "--read-timeout", type=float,
                 help=f"Seconds to read one spectrum file ({DEFAULT_READ_TIMEOUT_S:g}); then an ERROR row."),
+    _job_option("budgets.read_processes", "--read-processes", type=int,
+                help=f"Reader processes per worker ({DEFAULT_READ_PROCESSES}; 0 reads in the worker itself, where a "
+                "read past the timeout cannot be stopped)."),
+    _job_option("budgets.read_memory_mb", "--read-memory", type=int, metavar="MB",
+                help=f"Memory one read may take in its reader ({DEFAULT_READ_MEMORY_MB} MB); then an ERROR row."),
     _job_option("budgets.max_endpoint_retries", "--max-endpoint-retries", type=int,
                 help=f"Reruns of an inspection whose endpoint died ({DEFAULT_ENDPOINT_RETRIES})."),
     _job_option("max_inflight_per_endpoint", "--max-inflight-per-endpoint", type=int,

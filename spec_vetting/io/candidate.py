@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -84,18 +85,30 @@ class Candidate(BaseModel):
                 f"candidate {self.candidate_id} has neither a path nor an inline spectrum",
                 hint="give a path column in the candidate list",
             )
-        from .reader import read_spectrum
+        return read_candidate_file(self.path, self.target, self.redrock)
 
-        try:
-            if self.redrock:
-                return read_spectrum(self.path, self.target, redrock=self.redrock)
-            return read_spectrum(self.path, self.target)
-        except SpectrumReadError:
-            raise
-        except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:  # a reader bug must not kill a run
-            raise SpectrumReadError(
-                self.path, f"{type(exc).__name__}: {exc}", target=self.target, hint="report this file to the developers"
-            ) from exc
+    def file_read(self) -> tuple[Callable[..., Spectrum], tuple] | None:
+        """``(function, args)`` whose call reads this candidate's spectrum from its file, for a reader process
+        (:mod:`.read_pool`); None when :meth:`load_spectrum` reads no file (an inline spectrum, a refused row)."""
+        if self.refused is not None or self.inline is not None or not self.path:
+            return None
+        return read_candidate_file, (self.path, self.target, self.redrock)
+
+
+def read_candidate_file(path: str, target: Any = None, redrock: str | None = None) -> Spectrum:
+    """The spectrum of ``path`` (and ``target``); every failure is a :class:`SpectrumReadError` naming them."""
+    from .reader import read_spectrum
+
+    try:
+        if redrock:
+            return read_spectrum(path, target, redrock=redrock)
+        return read_spectrum(path, target)
+    except SpectrumReadError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, IndexError) as exc:  # a reader bug must not kill a run
+        raise SpectrumReadError(
+            path, f"{type(exc).__name__}: {exc}", target=target, hint="report this file to the developers"
+        ) from exc
 
 
 def _inline_spectrum(c: Candidate) -> Spectrum:

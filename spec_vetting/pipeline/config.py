@@ -22,6 +22,7 @@ from ..engines.http import DEFAULT_API_KEY_ENV, DEFAULT_TIMEOUT_S
 from ..errors import ConfigError
 from ..evidence.sources import EvidenceSource, check_unique
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES, DEFAULT_TIME_BUDGET_S
+from ..io.read_pool import DEFAULT_READ_MEMORY_MB, DEFAULT_READ_PROCESSES
 from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import EngineSettings, Sampling
 from ..yaml_file import read_yaml_file
@@ -193,7 +194,19 @@ class BudgetConfig(_Strict):
     read_timeout_s: float = Field(
         DEFAULT_READ_TIMEOUT_S, gt=0,
         description="wall time to read one spectrum file (a stale network mount must not hang its shard); past it "
-        "the pair is an ERROR row (read_timeout)",
+        "the pair is an ERROR row (read_timeout) and the reader process doing it is killed",
+    )
+    read_processes: int = Field(
+        DEFAULT_READ_PROCESSES, ge=0,
+        description="reader processes per worker process: spectrum files are read in these children, which are "
+        "killed at the read timeout and capped at read_memory_mb; 0 reads in the worker process itself (threads: a "
+        "read past the timeout is abandoned, not stopped, and its memory is the worker's)",
+    )
+    read_memory_mb: int = Field(
+        DEFAULT_READ_MEMORY_MB, ge=64,
+        description="memory (MB of address space) one read may take in its reader process, over the reader's own "
+        "start-up footprint (about 150 MB); a read that needs more is an ERROR row (read_memory) and the reader is "
+        "replaced",
     )
     max_endpoint_retries: int = Field(DEFAULT_ENDPOINT_RETRIES, ge=0,
                                       description="reruns of an inspection whose endpoint died")

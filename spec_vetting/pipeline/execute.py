@@ -234,6 +234,8 @@ def execute_shards(job, engine: EngineChoice, store: RunStore, identity, pending
                 token_budget=job.budgets.token_budget,
                 time_budget_s=job.budgets.time_budget_s,
                 read_timeout_s=job.budgets.read_timeout_s,
+                read_processes=job.budgets.read_processes,
+                read_memory_mb=job.budgets.read_memory_mb,
                 max_endpoint_retries=job.budgets.max_endpoint_retries,
                 title=job.title,
                 specvi_rerender=job.specvi_rerender,

@@ -1,10 +1,10 @@
 """One shard, run on a Dask worker: one event loop, many inspections in flight, rows written atomically.
 
 Waiting on model servers is what takes time, so a shard runs its inspections concurrently on one asyncio loop
-(bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS decoding happens in a thread so
-it never stalls the loop. On servers with a prefix cache, one pair of each candidate goes first and its others
-follow its first reply (:mod:`.warm_prefix`). The engine and its loop live for the whole worker process
-(:class:`EngineHost`).
+(bounded by the engine's own per-endpoint cap and by ``concurrency``), while FITS files are read in the worker's
+reader processes (killed at the read timeout, capped in memory) so a read never stalls the loop. On servers with
+a prefix cache, one pair of each candidate goes first and its others follow its first reply (:mod:`.warm_prefix`).
+The engine and its loop live for the whole worker process (:class:`EngineHost`).
 Whatever goes wrong with one candidate becomes that candidate's ERROR row; only a failure that concerns the whole
 shard (the engine cannot start, the disk is full) fails the shard, which the run reports and a rerun retries.
 
@@ -30,6 +30,7 @@ from ..engine_interface import Engine
 from ..engines import create_engine
 from ..errors import ShardFailedError, SpecVettingError
 from ..inspect.loop import DEFAULT_ENDPOINT_RETRIES
+from ..io.read_pool import DEFAULT_READ_MEMORY_MB, DEFAULT_READ_PROCESSES, process_pool
 from ..protocol import MAX_ASSISTANT_TURNS
 from ..types import InspectionContext, Sampling
 from .config import DEFAULT_READ_TIMEOUT_S
@@ -57,6 +58,8 @@ class ShardSpec:
     token_budget: int | None = None
     time_budget_s: float | None = None
     read_timeout_s: float | None = DEFAULT_READ_TIMEOUT_S
+    read_processes: int = DEFAULT_READ_PROCESSES  # reader processes per worker; 0: read in this process (threads)
+    read_memory_mb: int = DEFAULT_READ_MEMORY_MB
     max_endpoint_retries: int = DEFAULT_ENDPOINT_RETRIES
     title: str = "Spectrum"
     tasks_file: str | None = None
@@ -153,7 +156,8 @@ _ABANDONED: dict[str, threading.Event] = {}
 
 
 async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
-    """``fn()`` in a daemon thread, awaited for at most ``timeout_s`` seconds (None = no limit).
+    """``fn()`` in a daemon thread, awaited for at most ``timeout_s`` seconds (None = no limit): the in-process read
+    (``read_processes: 0``, inline spectra, stand-ins), where a read cannot be killed.
 
     A daemon thread and not the loop's executor: a read stuck in the kernel (a stale NFS mount, a device) cannot
     be cancelled, and a stuck executor thread would also block the worker's exit. Past the timeout the caller gets
@@ -202,6 +206,22 @@ async def read_with_timeout(fn, timeout_s: float | None, *, what: str):
                                hint="check the file system; the pair is retried next run") from None
 
 
+async def read_candidate(cand, spec: ShardSpec):
+    """The candidate's spectrum: from its file in one of the worker's reader processes (killed at the read timeout,
+    capped in memory: :mod:`spec_vetting.io.read_pool`), or in this process when it reads no file (an inline
+    SpecVI-Bench spectrum: a few numpy operations), when ``spec.read_processes`` is 0, or for a candidate that
+    cannot say how to read it elsewhere (tests' stand-ins)."""
+    what = getattr(cand, "path", None) or str(cand.candidate_id)
+    file_read = getattr(cand, "file_read", None)
+    call = file_read() if file_read is not None and spec.read_processes > 0 else None
+    if call is None:
+        return await read_with_timeout(cand.load_spectrum, spec.read_timeout_s, what=what)
+    fn, args = call
+    pool = process_pool(spec.read_processes, spec.read_memory_mb)
+    return await asyncio.wrap_future(pool.submit(fn, args, key=what, timeout_s=spec.read_timeout_s,
+                                                 scope=spec.run_id))
+
+
 _FROZEN = False
 
 
@@ -240,10 +260,9 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
     async def load(cand):
         cid = str(cand.candidate_id)
         if cid not in reads:
-            # FITS decoding is CPU work: a thread keeps the loop free for the other inspections' I/O; every read
+            # off the loop (a reader process, else a thread), so the other inspections' I/O goes on; every read
             # has a timeout (a stale network mount must not hang the shard)
-            reads[cid] = asyncio.ensure_future(read_with_timeout(
-                cand.load_spectrum, spec.read_timeout_s, what=getattr(cand, "path", None) or cid))
+            reads[cid] = asyncio.ensure_future(read_candidate(cand, spec))
         return await reads[cid]
 
     async def one(n: int, item: WorkItem) -> None:

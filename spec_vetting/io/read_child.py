@@ -1,0 +1,140 @@
+"""The reader process: ``python -m spec_vetting.io.read_child [CAP_MB]`` runs the calls its parent sends it, one at a
+time, until its standard input ends; a call may grow the process's address space by at most CAP_MB.
+
+Why a process: a read stuck in the kernel (a stale network mount, a file whose opener waits on a lease) cannot be
+interrupted in a thread, and a back end chewing on a pathological file cannot be stopped in one either; a process
+can be killed, and its memory is bounded by ``RLIMIT_AS`` without touching the worker's (:mod:`.read_pool` is the
+parent's side).
+
+Protocol, over the child's stdin and stdout: each message is an 8-byte big-endian length and a pickle. The parent
+sends ``(function, args)`` (functions travel by reference, so the child imports the same code); the child answers
+``("ok", value)``, ``("error", exception)`` or ``("memory", text)`` when the cap was hit, after which it exits: a
+heap that ran out half way is not trusted with the next read. Both ends are this package's, so the pickles are
+trusted as much as the code.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import signal
+import struct
+import sys
+from typing import BinaryIO
+
+HEADER = struct.Struct("!Q")
+#: modules a read needs, imported before the first request (so start-up is paid once, before the cap is set)
+WARM_IMPORTS = ("spec_vetting.io.candidate", "spec_vetting.io.reader", "astropy.io.fits")
+
+
+def send(stream: BinaryIO, message) -> None:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _read_exactly(stream: BinaryIO, n: int) -> bytes | None:
+    """``n`` bytes, or None at a clean end of the stream before the first of them."""
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            if got == 0:
+                return None
+            raise EOFError(f"stream ended {n - got} bytes into a message")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def receive_bytes(stream: BinaryIO) -> bytes | None:
+    """The next message's pickle, or None when the stream ended between messages."""
+    head = _read_exactly(stream, HEADER.size)
+    if head is None:
+        return None
+    (n,) = HEADER.unpack(head)
+    body = _read_exactly(stream, n)
+    if body is None:
+        raise EOFError("stream ended after a message header")
+    return body
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to SIGKILL this process when its parent dies (Linux), so a worker killed while this process
+    is blocked in a read leaves no orphan; an idle child already ends on the end of its stdin."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the end of stdin still ends an idle child
+        return
+    if os.getppid() != parent:  # the parent died before the request above: nobody is left to read our replies
+        os._exit(0)
+
+
+def _address_space() -> int:
+    """Bytes of address space this process maps now (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _reply(out: BinaryIO, request: bytes) -> bool:
+    """Run one request and answer it; False when this process should end (its cap was hit)."""
+    try:
+        fn, args = pickle.loads(request)
+        message = ("ok", fn(*args))
+    except MemoryError:
+        message = None
+    except BaseException as exc:  # noqa: BLE001 - handed to the parent, which decides what it means
+        message = ("error", exc)
+    if message is None:
+        send(out, ("memory", "while reading"))
+        return False
+    try:
+        send(out, message)
+    except MemoryError:
+        send(out, ("memory", "while handing the spectrum back"))
+        return False
+    except Exception as exc:  # noqa: BLE001 - an exception or value that does not pickle: its text instead
+        send(out, ("error", RuntimeError(f"{type(exc).__name__} while returning the result: {exc}")))
+    return True
+
+
+def main(argv: list[str]) -> int:
+    parent = int(os.environ.get("SPEC_VET_READ_PARENT", os.getppid()))
+    _die_with_parent(parent)
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # a library that prints writes to stderr, never into the replies
+    sys.stdout = sys.stderr
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us through stdin
+    for name in WARM_IMPORTS:
+        __import__(name)
+    from .fits_open import _fitsio_available
+
+    _fitsio_available()  # imports the fast back end where it is installed
+    cap_mb = int(argv[0]) if argv else 0
+    if cap_mb > 0:
+        # over what is mapped now: libraries reserve address space they never touch (pyarrow's allocator, when a
+        # site module imports it, reserves more than a gigabyte), so an absolute bound would fail every read
+        cap = _address_space() + cap_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    send(out, ("ready", os.getpid()))
+    stdin = sys.stdin.buffer
+    while True:
+        request = receive_bytes(stdin)
+        if request is None or not _reply(out, request):
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
