@@ -32,14 +32,14 @@ ANALYTIC = (
 )
 
 
-def _runs(sp, measure, keys, levels, seed=11):
+def _runs(sp, measure, keys, levels, seed=11, draws=DRAWS):
     """Per level: (values over draws, reported errors over draws) of each key."""
     out = {}
     rng = np.random.default_rng(seed)
     for snr in levels:
         vals = {k: [] for k in keys}
         errs = {k: [] for k in keys}
-        for _ in range(DRAWS):
+        for _ in range(draws):
             d = degrade(sp, snr, rng)
             m = measure(RestSpectrum.from_spectrum(d, d.meta.redshift))
             for k in keys:
@@ -153,17 +153,10 @@ def test_fwhm_error_is_the_scatter_over_noise_draws_within_20_percent(real_dir, 
     from spec_vetting.io import read_spectrum
 
     sp = read_spectrum(real_dir / path)
-    rng = np.random.default_rng(2026)
+    every_key = sorted({k for keys in claims.values() for k in keys})
+    runs = _runs(sp, measure_wd, every_key, list(claims), seed=2026, draws=FWHM_DRAWS_TEST)
     for snr, keys in claims.items():
-        vals = {k: [] for k in keys}
-        errs = {k: [] for k in keys}
-        for _ in range(FWHM_DRAWS_TEST):
-            d = degrade(sp, snr, rng)
-            m = measure_wd(RestSpectrum.from_spectrum(d, d.meta.redshift))
-            for k in keys:
-                if m[k].ok:
-                    vals[k].append(m[k].value)
-                    errs[k].append(m[k].error)
+        vals, errs = runs[snr]
         for k in keys:
             injected = _injected(sp, k, snr)
             assert injected >= 0.9, (k, snr, injected)
