@@ -18,12 +18,19 @@ Prints one JSON object: per run, prompt and cached tokens (first turns; first tu
 candidate's first one; all turns), inspections per second, verdicts; and the part of a first prompt that a
 candidate's tasks have in common (system text and full-view picture), from the server's own ``/tokenize`` of the
 first-turn messages that were sent. The tiny model's timings measure 2 shared CPU cores, not a GPU.
+
+``--url ROOT --server sglang`` measures an SGLang server already running on the same model folder instead (started
+with ``--enable-cache-report`` so its replies carry ``cached_tokens``): its radix cache is emptied with ``POST
+/flush_cache`` before each run, and the shared prefix is counted with the model folder's own tokenizer and image
+processor (SGLang's ``/tokenize`` does not expand the picture). How such a server was built on this CPU:
+benchmarks/RESULTS.md, "A candidate's tasks and the prefix cache".
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -69,8 +76,13 @@ def work_items(folder: Path, n: int) -> list[WorkItem]:
     return [WorkItem(c, t) for c in chosen for t in TASKS]
 
 
-def reset_caches(root_url: str) -> None:
-    for path in ("/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"):
+#: what empties each server's prefix, multi-modal and encoder caches (vLLM's need VLLM_SERVER_DEV_MODE=1)
+RESET_PATHS = {"vllm": ("/reset_prefix_cache", "/reset_mm_cache", "/reset_encoder_cache"),
+               "sglang": ("/flush_cache",)}
+
+
+def reset_caches(root_url: str, server: str = "vllm") -> None:
+    for path in RESET_PATHS[server]:
         r = httpx.post(root_url + path, timeout=60)
         r.raise_for_status()
 
@@ -115,14 +127,50 @@ def token_summary(results) -> dict:
     return {k: {"cached": c, "prompt": p, "share": round(c / p, 3) if p else None} for k, (c, p) in rows.items()}
 
 
-def shared_prefix(root_url: str, model: str, bodies: list[dict]) -> dict:
-    """Tokens the first prompts of one candidate's tasks have in common, from the server's /tokenize."""
-    ids = []
-    for body in bodies:
-        r = httpx.post(root_url + "/tokenize", json={"model": model, "messages": body["messages"],
-                                                     "add_generation_prompt": True}, timeout=120)
-        r.raise_for_status()
-        ids.append(r.json()["tokens"])
+def served_tokens(root_url: str, model: str, body: dict) -> list[int]:
+    """The prompt's tokens as a vLLM server counts them (its ``/tokenize`` expands the picture)."""
+    r = httpx.post(root_url + "/tokenize", json={"model": model, "messages": body["messages"],
+                                                 "add_generation_prompt": True}, timeout=120)
+    r.raise_for_status()
+    return r.json()["tokens"]
+
+
+def processor_tokens(model_dir: Path, body: dict) -> list[int]:
+    """The prompt's tokens from the model folder's own chat template, tokenizer and image processor: one
+    ``<|image_pad|>`` per merged patch block of each picture, as the processor expands it."""
+    import base64
+    import io
+
+    from PIL import Image
+    from transformers import AutoImageProcessor, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    images_proc = AutoImageProcessor.from_pretrained(model_dir)
+    messages, pads = [], []
+    for m in body["messages"]:
+        content = m["content"]
+        if isinstance(content, list):
+            parts = []
+            for part in content:
+                if part.get("type") == "image_url":
+                    png = base64.b64decode(part["image_url"]["url"].split(",", 1)[1])
+                    grid = images_proc(images=[Image.open(io.BytesIO(png)).convert("RGB")])["image_grid_thw"][0]
+                    pads.append(int(grid.prod()) // images_proc.merge_size ** 2)
+                    parts.append({"type": "image"})
+                else:
+                    parts.append(part)
+            content = parts
+        messages.append({**m, "content": content})
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    pieces = text.split("<|image_pad|>")
+    if len(pieces) != len(pads) + 1:
+        raise ValueError(f"the chat template wrote {len(pieces) - 1} picture pads for {len(pads)} pictures")
+    text = pieces[0] + "".join("<|image_pad|>" * n + rest for n, rest in zip(pads, pieces[1:], strict=True))
+    return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def shared_prefix(ids: list[list[int]]) -> dict:
+    """Tokens the first prompts of one candidate's tasks (``ids``, one token list per task) have in common."""
     common = 0
     while all(len(t) > common for t in ids) and len({t[common] for t in ids}) == 1:
         common += 1
@@ -205,47 +253,58 @@ def main() -> None:
                     "build takes (its default is 128); vLLM on a GPU uses 16, SGLang matches single tokens")
     ap.add_argument("--cache", type=Path, default=REPO / ".pytest_cache" / "d" / "spec_vetting_tiny_qwen",
                     help="where the tiny model folders are cached (shared with the tests by default)")
+    ap.add_argument("--url", help="measure a server already running on the trained tiny model at this root URL "
+                    "(e.g. http://127.0.0.1:30011) instead of starting vLLM")
+    ap.add_argument("--server", choices=sorted(RESET_PATHS), default="vllm",
+                    help="what runs at --url (how its caches are emptied and its prompts counted)")
     ap.add_argument("--paper-only", action="store_true", help="print only the 7B estimate (no server)")
     args = ap.parse_args()
     if args.paper_only:
         print(json.dumps({"paper_7b": paper_7b()}, indent=1))
         return
-    problem = venv_problem()
+    problem = None if args.url else venv_problem()
     if problem:
         sys.exit(problem)
     args.cache.mkdir(parents=True, exist_ok=True)
     with tiny_qwen.torch_threads(1):
         model = tiny_qwen.trained_model_folder(args.cache)
     os.environ["VLLM_SERVER_DEV_MODE"] = "1"  # the server's /reset_prefix_cache, for runs that start cold alike
-    out: dict = {"candidates": args.candidates, "tasks": len(TASKS), "cap": args.cap, "max_tokens": MAX_TOKENS,
-                 "block_size": args.block_size, "paper_7b": paper_7b(), "runs": []}
-    with tempfile.TemporaryDirectory() as tmp:
+    out: dict = {"server": args.server, "candidates": args.candidates, "tasks": len(TASKS), "cap": args.cap,
+                 "max_tokens": MAX_TOKENS, "paper_7b": paper_7b(), "runs": []}
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         items = work_items(Path(tmp) / "examples", args.candidates)
-        server = VLLMServer(model, Path(tmp) / "server.log", extra_args=("--block-size", str(args.block_size)))
-        with server:
+        if args.url:
+            root = args.url.rstrip("/")
+            served = httpx.get(root + "/v1/models", timeout=30).json()["data"][0]["id"]
+        else:
+            out["block_size"] = args.block_size
+            server = stack.enter_context(VLLMServer(model, Path(tmp) / "server.log",
+                                                    extra_args=("--block-size", str(args.block_size))))
             out["server_start_to_healthy_s"] = round(server.start_s, 1)
-            replies: dict[str, dict] = {}
-            for mode in args.order.split(","):
-                reset_caches(server.root_url)
-                sent: dict = {}
-                results, wall = asyncio.run(run_shard(server.base_url, items, args.cap, mode == "on", sent))
-                n = len(results)
-                verdicts: dict[str, int] = {}
-                for _, r, _, _ in results:
-                    verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
-                replies[mode] = {(str(i.candidate.candidate_id), i.task, t.index): t.assistant_text
-                                 for i, r, _, _ in results for t in r.turns}
-                out["runs"].append({"warm_prefix_first": mode, "inspections": n, "wall_s": round(wall, 2),
-                                    "inspections_per_s": round(n / wall, 3),
-                                    "turns": sum(len(r.turns) for _, r, _, _ in results),
-                                    "verdicts": verdicts, "tokens": token_summary(results)})
-                if "shared_prefix" not in out:
-                    cid = next(iter(sent))
-                    out["shared_prefix"] = {"candidate": cid, **shared_prefix(server.root_url, server.served_name,
-                                                                              sent[cid])}
-            if {"off", "on"} <= set(replies):  # the same requests give the same greedy replies
-                a, b = replies["off"], replies["on"]
-                out["same_replies"] = f"{sum(a.get(k) == v for k, v in b.items())} of {len(b)} turns"
+            root, served = server.root_url, server.served_name
+        replies: dict[str, dict] = {}
+        for mode in args.order.split(","):
+            reset_caches(root, args.server)
+            sent: dict = {}
+            results, wall = asyncio.run(run_shard(root + "/v1", items, args.cap, mode == "on", sent))
+            n = len(results)
+            verdicts: dict[str, int] = {}
+            for _, r, _, _ in results:
+                verdicts[r.verdict] = verdicts.get(r.verdict, 0) + 1
+            replies.setdefault(mode, {(str(i.candidate.candidate_id), i.task, t.index): t.assistant_text
+                                      for i, r, _, _ in results for t in r.turns})
+            out["runs"].append({"warm_prefix_first": mode, "inspections": n, "wall_s": round(wall, 2),
+                                "inspections_per_s": round(n / wall, 3),
+                                "turns": sum(len(r.turns) for _, r, _, _ in results),
+                                "verdicts": verdicts, "tokens": token_summary(results)})
+            if "shared_prefix" not in out:
+                cid = next(iter(sent))
+                ids = [served_tokens(root, served, b) if args.server == "vllm" else processor_tokens(model, b)
+                       for b in sent[cid]]
+                out["shared_prefix"] = {"candidate": cid, **shared_prefix(ids)}
+        if {"off", "on"} <= set(replies):  # the same requests give the same greedy replies
+            a, b = replies["off"], replies["on"]
+            out["same_replies"] = f"{sum(a.get(k) == v for k, v in b.items())} of {len(b)} turns"
     print(json.dumps(out, indent=1))
 
 
