@@ -57,3 +57,8 @@ def write_gzip_bomb(path: Path, gigabytes: float = 1.6) -> Path:
         for _ in range(n):
             fh.write(zeros)
     return path
+
+
+def allocate(n_bytes: int) -> int:
+    """Take ``n_bytes`` of memory in the process that runs it (a reader) and hand back only their count."""
+    return len(bytearray(n_bytes))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from read_blockers import leased, write_gzip_bomb
+from read_blockers import allocate, leased, write_gzip_bomb
 
 from spec_vetting.errors import ReadMemoryError, ReadTimeoutError, SpectrumReadError
 from spec_vetting.io.candidate import Candidate, read_candidate_file
@@ -123,6 +123,26 @@ def test_a_read_past_the_memory_cap_is_an_error_and_its_reader_replaced(pool, tm
     assert pool.submit(int, ("7",), key="after", timeout_s=30).result() == 7
     # none of it in this process (read here, the bomb alone would take 1.6-3.2 GB)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - worker_peak < 100_000
+
+
+def test_a_read_may_also_take_its_files_size_so_a_large_genuine_file_is_read(tmp_path):
+    # a 300 MB file (sparse: its apparent size is what counts) lets a read take 64 MB + 300 MB; 200 MB passes with
+    # it and fails without it, and the bound is set again for every read (the next small read is not held to it)
+    big = tmp_path / "coadd.fits"
+    with open(big, "wb") as fh:
+        fh.truncate(300 * 2**20)
+    pool = ReaderPool(processes=1, memory_mb=64)
+    try:
+        assert pool.submit(allocate, (200 * 2**20,), key=str(big), timeout_s=60, sized_by=str(big)).result(
+            timeout=60) == 200 * 2**20
+        with pytest.raises(ReadMemoryError, match=r"more than the reader's 64 MB of memory \(plus the file's size\) "
+                           r"while reading \(allowed 64 MB\)"):
+            pool.submit(allocate, (200 * 2**20,), key="small", timeout_s=60).result(timeout=60)
+        with pytest.raises(ReadMemoryError, match=r"allowed 364 MB"):
+            pool.submit(allocate, (400 * 2**20,), key="bigger", timeout_s=60, sized_by=str(big)).result(timeout=60)
+        assert pool.submit(int, ("3",), key="after", timeout_s=30, sized_by=str(tmp_path / "missing")).result() == 3
+    finally:
+        pool.close()
 
 
 def test_a_reader_that_dies_is_an_error_and_replaced(pool):

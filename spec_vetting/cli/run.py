@@ -79,7 +79,8 @@ JOB_OPTIONS = [
                 help=f"Reader processes per worker ({DEFAULT_READ_PROCESSES}; 0 reads in the worker itself, where a "
                 "read past the timeout cannot be stopped)."),
     _job_option("budgets.read_memory_mb", "--read-memory", type=int, metavar="MB",
-                help=f"Memory one read may take in its reader ({DEFAULT_READ_MEMORY_MB} MB); then an ERROR row."),
+                help=f"Memory one read may take in its reader ({DEFAULT_READ_MEMORY_MB} MB, plus the file's "
+                "size); then an ERROR row."),
     _job_option("budgets.max_endpoint_retries", "--max-endpoint-retries", type=int,
                 help=f"Reruns of an inspection whose endpoint died ({DEFAULT_ENDPOINT_RETRIES})."),
     _job_option("max_inflight_per_endpoint", "--max-inflight-per-endpoint", type=int,

@@ -1,5 +1,7 @@
 """The reader process: ``python -m spec_vetting.io.read_child [CAP_MB]`` runs the calls its parent sends it, one at a
-time, until its standard input ends; a call may grow the process's address space by at most CAP_MB.
+time, until its standard input ends; a call may grow the process's address space by at most CAP_MB, plus the size
+of the file the call names as its size (a survey file's arrays grow with it: a DESI healpix coadd of 4,000 targets,
+1.8 GB on disk, takes about 730 MB to read one target).
 
 Why a process: a read stuck in the kernel (a stale network mount, a file whose opener waits on a lease) cannot be
 interrupted in a thread, and a back end chewing on a pathological file cannot be stopped in one either; a process
@@ -7,7 +9,9 @@ can be killed, and its memory is bounded by ``RLIMIT_AS`` without touching the w
 parent's side).
 
 Protocol, over the child's stdin and stdout: each message is an 8-byte big-endian length and a pickle. The parent
-sends ``(function, args)`` (functions travel by reference, so the child imports the same code); the child answers
+sends ``(function, args, sized_by)`` (functions travel by reference, so the child imports the same code;
+``sized_by`` is a path whose size is added to the call's memory, or None; the child stats it, since a stat on a
+stale mount blocks as a read does); the child answers
 ``("ok", value)``, ``("error", exception)`` or ``("memory", text)`` when the cap was hit, after which it exits: a
 heap that ran out half way is not trusted with the next read. Both ends are this package's, so the pickles are
 trusted as much as the code.
@@ -88,17 +92,35 @@ def _address_space() -> int:
     return 0
 
 
-def _reply(out: BinaryIO, request: bytes) -> bool:
+def _cap_call(cap_mb: int, sized_by: str | None) -> int:
+    """Bound the address space for the next call: what is mapped now, plus ``cap_mb`` MB and the size of the file
+    ``sized_by``; the bound in MB (0: none)."""
+    if cap_mb <= 0:
+        return 0
+    extra = 0
+    if sized_by:
+        try:
+            extra = os.stat(sized_by).st_size
+        except OSError:  # the read itself says what is wrong with the file
+            pass
+    allowed = cap_mb * 1024 * 1024 + extra
+    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + allowed, resource.RLIM_INFINITY))
+    return -(-allowed // (1024 * 1024))
+
+
+def _reply(out: BinaryIO, request: bytes, cap_mb: int) -> bool:
     """Run one request and answer it; False when this process should end (its cap was hit)."""
+    allowed = 0
     try:
-        fn, args = pickle.loads(request)
+        fn, args, sized_by = pickle.loads(request)
+        allowed = _cap_call(cap_mb, sized_by)
         message = ("ok", fn(*args))
     except MemoryError:
         message = None
     except BaseException as exc:  # noqa: BLE001 - handed to the parent, which decides what it means
         message = ("error", exc)
     if message is None:
-        send(out, ("memory", "while reading"))
+        send(out, ("memory", f"while reading (allowed {allowed} MB)"))
         return False
     try:
         send(out, message)
@@ -122,17 +144,15 @@ def main(argv: list[str]) -> int:
     from .fits_open import _fitsio_available
 
     _fitsio_available()  # imports the fast back end where it is installed
+    # each call's bound is over what is mapped when it starts: libraries reserve address space they never touch
+    # (pyarrow's allocator, when a site module imports it, reserves more than a gigabyte), so an absolute bound
+    # would fail every read
     cap_mb = int(argv[0]) if argv else 0
-    if cap_mb > 0:
-        # over what is mapped now: libraries reserve address space they never touch (pyarrow's allocator, when a
-        # site module imports it, reserves more than a gigabyte), so an absolute bound would fail every read
-        cap = _address_space() + cap_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
     send(out, ("ready", os.getpid()))
     stdin = sys.stdin.buffer
     while True:
         request = receive_bytes(stdin)
-        if request is None or not _reply(out, request):
+        if request is None or not _reply(out, request, cap_mb):
             return 0
 
 

@@ -112,9 +112,10 @@ class ReaderChild:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def call(self, fn, args: tuple, timeout_s: float | None) -> tuple[str, Any]:
-        """``("ok", value)``, ``("error", exception)`` or ``("memory", text)``; raises _TimedOut or _Died."""
-        data = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+    def call(self, fn, args: tuple, timeout_s: float | None, sized_by: str | None = None) -> tuple[str, Any]:
+        """``("ok", value)``, ``("error", exception)`` or ``("memory", text)``; raises _TimedOut or _Died.
+        ``sized_by``: a file whose size the call may take in memory beyond the child's cap."""
+        data = pickle.dumps((fn, args, sized_by), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             _write_all(self.proc.stdin.fileno(), HEADER.pack(len(data)) + data)
         except (BrokenPipeError, ValueError) as exc:
@@ -179,11 +180,13 @@ class _Job:
     scope: str
     timeout_s: float | None
     future: concurrent.futures.Future
+    sized_by: str | None = None
 
 
 class ReaderPool:
     """Up to ``processes`` reader processes for this process's reads, each read capped at ``memory_mb`` MB of address
-    space over its reader's start-up footprint.
+    space over what its reader maps when the read starts, plus the size of the file ``submit`` says it reads
+    (``sized_by``): a genuine file's arrays grow with it, a hostile one (a gzip bomb) stays small on disk.
 
     :meth:`submit` returns a :class:`concurrent.futures.Future` (``asyncio.wrap_future`` awaits it on any loop):
     its result is ``fn(*args)`` run in a child, or the exception the call raised there, or a
@@ -205,13 +208,13 @@ class ReaderPool:
         #: children started so far and their start-up seconds (benchmarks, tests)
         self.start_times: list[float] = []
 
-    def submit(self, fn, args: tuple, *, key: str, timeout_s: float | None, scope: str = ""
-               ) -> concurrent.futures.Future:
+    def submit(self, fn, args: tuple, *, key: str, timeout_s: float | None, scope: str = "",
+               sized_by: str | None = None) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._cond:
             if self._closed:
                 raise RuntimeError("the reader pool is closed")
-            self._jobs.append(_Job(fn, tuple(args), str(key), scope, timeout_s, future))
+            self._jobs.append(_Job(fn, tuple(args), str(key), scope, timeout_s, future, sized_by))
             if len(self._threads) < self.processes:
                 thread = threading.Thread(target=self._serve, name=f"spec-vet-reader-{len(self._threads)}",
                                           daemon=True)
@@ -301,7 +304,7 @@ class ReaderPool:
                 self._children.add(child)
                 self.start_times.append(child.start_s)
         try:
-            kind, value = child.call(job.fn, job.args, job.timeout_s)
+            kind, value = child.call(job.fn, job.args, job.timeout_s, job.sized_by)
         except _TimedOut:
             self._drop(child)
             self._fail(job, ReadTimeoutError(
@@ -324,7 +327,7 @@ class ReaderPool:
             self._drop(child)
             self._fail(job, ReadMemoryError(
                 job.key, f"reading the spectrum needed more than the reader's {self.memory_mb} MB of memory "
-                f"{value}; its reader process was replaced",
+                f"(plus the file's size) {value}; its reader process was replaced",
                 hint="a damaged or hostile file? if it is genuine, raise budgets.read_memory_mb"))
             return None
         return child

@@ -204,9 +204,9 @@ class BudgetConfig(_Strict):
     )
     read_memory_mb: int = Field(
         DEFAULT_READ_MEMORY_MB, ge=64,
-        description="memory (MB of address space) one read may take in its reader process, over the reader's own "
-        "start-up footprint (about 150 MB); a read that needs more is an ERROR row (read_memory) and the reader is "
-        "replaced",
+        description="memory (MB of address space) one read may take in its reader process, plus the size of the "
+        "file it reads, over what the reader maps when the read starts (about 150 MB); a read that needs more is an "
+        "ERROR row (read_memory) and the reader is replaced",
     )
     max_endpoint_retries: int = Field(DEFAULT_ENDPOINT_RETRIES, ge=0,
                                       description="reruns of an inspection whose endpoint died")

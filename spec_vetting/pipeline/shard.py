@@ -219,7 +219,7 @@ async def read_candidate(cand, spec: ShardSpec):
     fn, args = call
     pool = process_pool(spec.read_processes, spec.read_memory_mb)
     return await asyncio.wrap_future(pool.submit(fn, args, key=what, timeout_s=spec.read_timeout_s,
-                                                 scope=spec.run_id))
+                                                 scope=spec.run_id, sized_by=getattr(cand, "path", None)))
 
 
 _FROZEN = False
