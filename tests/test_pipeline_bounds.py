@@ -112,3 +112,56 @@ def test_workers_are_capped(workers, shards, cap, expected, note):
     n, got = plan_workers(ClusterConfig(workers=workers), shards, cap)
     assert n == expected
     assert (got is None) if note is None else got.startswith(note)
+
+
+def test_a_list_picture_that_blocks_is_cut_at_the_read_timeout_and_the_shard_goes_on():
+    """A SpecVI-Bench row's own picture (a parquet cell) is read under the read timeout as a spectrum is: one row
+    whose picture read blocks becomes an ERROR row ``read_timeout``; the other row of the shard is inspected."""
+    import threading
+    from dataclasses import dataclass
+
+    from spec_vetting.engines import create_engine
+    from spec_vetting.pipeline.plan import WorkItem
+    from spec_vetting.pipeline.shard import ShardSpec, inspect_items
+    from spec_vetting.synthetic.synthetic import make_spectrum
+    from spec_vetting.types import Sampling
+
+    release = threading.Event()
+    spectrum = make_spectrum("cv", seed=1, redshift=0.0)
+
+    @dataclass
+    class Row:
+        candidate_id: str
+        path: str
+
+        def load_spectrum(self):
+            return spectrum
+
+        def load_initial_image(self):
+            if self.candidate_id == "stuck":
+                release.wait(10)  # a cell on a stale mount
+            return None
+
+    items = [WorkItem(Row("stuck", "/mnt/stale/test_cv.parquet"), "cv"),
+             WorkItem(Row("fine", "/data/test_cv.parquet"), "cv")]
+    spec = ShardSpec(root="unused", run_id="r", run_date="2026-01-01", shard_id="s0", items=items,
+                     engine_name="rules", engine_options={}, sampling=Sampling(), read_timeout_s=0.3)
+
+    async def main():
+        engine = create_engine("rules")
+        await engine.start()
+        try:
+            return await asyncio.wait_for(inspect_items(spec, engine), 30)
+        finally:
+            await engine.close()
+
+    t0 = time.monotonic()
+    try:
+        results = asyncio.run(main())
+    finally:
+        release.set()
+    assert time.monotonic() - t0 < 8
+    by_id = {r.candidate_id: r for _, r, _, _ in results}
+    assert by_id["stuck"].verdict == "ERROR" and by_id["stuck"].error_kind == "read_timeout", by_id["stuck"]
+    assert "/mnt/stale/test_cv.parquet" in by_id["stuck"].error_message
+    assert by_id["fine"].verdict != "ERROR" and by_id["fine"].turns, by_id["fine"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import gc
 import json
 import logging
@@ -281,7 +282,9 @@ async def inspect_items(spec: ShardSpec, engine: Engine) -> list:
                 started = time.time()
                 try:
                     spectrum = await load(cand)
-                    image = None if spec.specvi_rerender else await asyncio.to_thread(_initial_image, cand)
+                    image = None if spec.specvi_rerender else await read_with_timeout(
+                        functools.partial(_initial_image, cand), spec.read_timeout_s,
+                        what=getattr(cand, "path", None) or cid)
                 except Exception as exc:  # unreadable or missing: this pair's ERROR row, the run goes on
                     result = error_result(
                         cid, item.task, getattr(exc, "kind", None) or "read_error", _message(exc, cand),
