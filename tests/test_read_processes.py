@@ -264,3 +264,16 @@ def test_a_reader_that_cannot_start_is_an_error_naming_why(monkeypatch):
             pool.submit(os.getpid, (), key="a.fits", timeout_s=30).result(timeout=60)
     finally:
         pool.close()
+
+
+def test_readers_work_under_an_address_space_limit_the_site_set(tmp_path):
+    # a batch system's `ulimit -v` is a hard limit nobody may raise: each read's bound stays inside it
+    code = ("from spec_vetting.io.read_pool import ReaderPool\n"
+            "p = ReaderPool(1, 64)\n"
+            "print(p.submit(int, ('9',), key='k', timeout_s=30, sized_by=__file__).result())\n"
+            "p.close()\n")
+    script = tmp_path / "under_ulimit.py"
+    script.write_text(code)
+    r = subprocess.run(["bash", "-c", f"ulimit -v 4000000 && exec {sys.executable} {script}"], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0 and r.stdout.strip() == "9", r.stderr[-2000:]

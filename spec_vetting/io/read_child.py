@@ -104,7 +104,11 @@ def _cap_call(cap_mb: int, sized_by: str | None) -> int:
         except OSError:  # the read itself says what is wrong with the file
             pass
     allowed = cap_mb * 1024 * 1024 + extra
-    resource.setrlimit(resource.RLIMIT_AS, (_address_space() + allowed, resource.RLIM_INFINITY))
+    soft = _address_space() + allowed
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:  # a bound the site set (ulimit -v) stays the outer one: never raised
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
     return -(-allowed // (1024 * 1024))
 
 
