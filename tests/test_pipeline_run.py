@@ -204,6 +204,19 @@ def test_a_rerun_of_a_done_shard_replaces_its_rows(tmp_path, fake_candidates):
     assert len(_rows(job.out)) == 12
 
 
+def test_how_files_are_read_is_not_part_of_the_run_identity(tmp_path, fake_candidates):
+    """Reader processes and their memory change no result: the same command with other values is the same run
+    (nothing to do), while a budget that changes results (the token budget) starts another."""
+    job = _job(tmp_path)
+    a = runner.run_job(job, progress=False, echo=lambda s: None)
+    budgets = job.budgets.model_copy(update={"read_processes": 0, "read_memory_mb": 2048})
+    same = runner.run_job(job.model_copy(update={"budgets": budgets}), progress=False, echo=lambda s: None)
+    assert same.status == "nothing_to_do" and same.run_id == a.run_id
+    other = job.budgets.model_copy(update={"token_budget": 1000})
+    b = runner.run_job(job.model_copy(update={"budgets": other}), progress=False, echo=lambda s: None)
+    assert b.run_id != a.run_id
+
+
 def test_finished_run_then_same_command_does_nothing_and_fresh_starts_a_new_run(tmp_path, fake_candidates):
     job = _job(tmp_path)
     a = runner.run_job(job, progress=False, echo=lambda s: None)

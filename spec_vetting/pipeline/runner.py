@@ -220,7 +220,8 @@ def _settings(job: JobConfig, engine: EngineChoice, plan: Plan, identity, shard_
         "engine": engine.name,
         "identity": [identity.engine, identity.engine_version, identity.model],
         "sampling": job.sampling.model_dump(mode="json"),
-        "budgets": job.budgets.model_dump(mode="json"),
+        # how files are read (in which processes) changes no result: a resume may change it
+        "budgets": job.budgets.model_dump(mode="json", exclude={"read_processes", "read_memory_mb"}),
         "title": job.title,
         "renderer_version": rversion,
         "shard_size": shard_size,
