@@ -22,28 +22,35 @@ from __future__ import annotations
 import os
 import pickle
 import resource
+import select
 import signal
 import struct
 import sys
-from typing import BinaryIO
+import time
 
 HEADER = struct.Struct("!Q")
 #: modules a read needs, imported before the first request (so start-up is paid once, before the cap is set)
 WARM_IMPORTS = ("spec_vetting.io.candidate", "spec_vetting.io.reader", "astropy.io.fits")
 
 
-def send(stream: BinaryIO, message) -> None:
+def send(fd: int, message) -> None:
+    """Write ``message`` to the file descriptor ``fd`` as one length-prefixed pickle (both ends use it)."""
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(HEADER.pack(len(data)))
-    stream.write(data)
-    stream.flush()
+    view = memoryview(HEADER.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
-def _read_exactly(stream: BinaryIO, n: int) -> bytes | None:
-    """``n`` bytes, or None at a clean end of the stream before the first of them."""
+def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes | None:
+    """``n`` bytes from ``fd``, or None at a clean end before the first of them; TimeoutError past ``deadline``
+    (``time.monotonic()``; None: wait as long as it takes), EOFError at an end inside them."""
     chunks, got = [], 0
     while got < n:
-        chunk = stream.read(n - got)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError
+        chunk = os.read(fd, min(n - got, 1 << 20))
         if not chunk:
             if got == 0:
                 return None
@@ -53,13 +60,14 @@ def _read_exactly(stream: BinaryIO, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def receive_bytes(stream: BinaryIO) -> bytes | None:
-    """The next message's pickle, or None when the stream ended between messages."""
-    head = _read_exactly(stream, HEADER.size)
+def receive_bytes(fd: int, deadline: float | None = None) -> bytes | None:
+    """The next message's pickle from ``fd``, or None when the stream ended between messages (see
+    :func:`_read_exactly` for the deadline)."""
+    head = _read_exactly(fd, HEADER.size, deadline)
     if head is None:
         return None
     (n,) = HEADER.unpack(head)
-    body = _read_exactly(stream, n)
+    body = _read_exactly(fd, n, deadline)
     if body is None:
         raise EOFError("stream ended after a message header")
     return body
@@ -112,7 +120,7 @@ def _cap_call(cap_mb: int, sized_by: str | None) -> int:
     return -(-allowed // (1024 * 1024))
 
 
-def _reply(out: BinaryIO, request: bytes, cap_mb: int) -> bool:
+def _reply(out: int, request: bytes, cap_mb: int) -> bool:
     """Run one request and answer it; False when this process should end (its cap was hit)."""
     allowed = 0
     try:
@@ -139,7 +147,7 @@ def _reply(out: BinaryIO, request: bytes, cap_mb: int) -> bool:
 def main(argv: list[str]) -> int:
     parent = int(os.environ.get("SPEC_VET_READ_PARENT", os.getppid()))
     _die_with_parent(parent)
-    out = os.fdopen(os.dup(1), "wb")
+    out = os.dup(1)  # the replies' descriptor, kept apart from what libraries print
     os.dup2(2, 1)  # a library that prints writes to stderr, never into the replies
     sys.stdout = sys.stderr
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it ends us through stdin
@@ -153,9 +161,8 @@ def main(argv: list[str]) -> int:
     # would fail every read
     cap_mb = int(argv[0]) if argv else 0
     send(out, ("ready", os.getpid()))
-    stdin = sys.stdin.buffer
     while True:
-        request = receive_bytes(stdin)
+        request = receive_bytes(sys.stdin.fileno())
         if request is None or not _reply(out, request, cap_mb):
             return 0
 

@@ -22,7 +22,6 @@ import concurrent.futures
 import logging
 import os
 import pickle
-import select
 import signal
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ReadMemoryError, ReadTimeoutError, SpectrumReadError
-from .read_child import HEADER
+from .read_child import receive_bytes, send
 
 log = logging.getLogger(__name__)
 
@@ -56,27 +55,6 @@ class _Died(Exception):
 
 class _TimedOut(Exception):
     pass
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _read_exactly(fd: int, n: int, deadline: float | None) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise _TimedOut
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
-            raise _Died
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
 
 
 def _child_env() -> dict[str, str]:
@@ -115,17 +93,22 @@ class ReaderChild:
     def call(self, fn, args: tuple, timeout_s: float | None, sized_by: str | None = None) -> tuple[str, Any]:
         """``("ok", value)``, ``("error", exception)`` or ``("memory", text)``; raises _TimedOut or _Died.
         ``sized_by``: a file whose size the call may take in memory beyond the child's cap."""
-        data = pickle.dumps((fn, args, sized_by), protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            _write_all(self.proc.stdin.fileno(), HEADER.pack(len(data)) + data)
+            send(self.proc.stdin.fileno(), (fn, args, sized_by))
         except (BrokenPipeError, ValueError) as exc:
             raise _Died from exc
         return self._receive(None if timeout_s is None else time.monotonic() + timeout_s)
 
     def _receive(self, deadline: float | None):
-        fd = self.proc.stdout.fileno()
-        (n,) = HEADER.unpack(_read_exactly(fd, HEADER.size, deadline))
-        return pickle.loads(_read_exactly(fd, n, deadline))
+        try:
+            data = receive_bytes(self.proc.stdout.fileno(), deadline)
+        except TimeoutError:
+            raise _TimedOut from None
+        except EOFError:
+            raise _Died from None
+        if data is None:
+            raise _Died
+        return pickle.loads(data)
 
     def exit_text(self) -> str:
         """How the child ended, once its pipe did (the exit status follows the pipe's end closely, not at once)."""
